@@ -1,0 +1,29 @@
+# Two entry points for a fresh clone: `make demo` and `make test`.
+# Both create .venv with a Python >= 3.12 (found by .ci/find-python) when it is missing.
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export RAY_USAGE_STATS_ENABLED := 0
+
+.PHONY: demo test bench clean venv
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || { PY=$$(.ci/find-python) && echo "creating $(VENV) with $$PY" && $$PY -m venv $(VENV); }
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/ta-actors run NVDA --date 2024-05-10 --offline --vendor synthetic --store $(CURDIR)/.ta-actors/demo.duckdb
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python -m bench.store
+	$(BIN)/python -m bench.run
+
+clean:
+	rm -rf $(VENV) .ta-actors
