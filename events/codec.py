@@ -1,0 +1,50 @@
+"""Payload <-> stored JSON, with upcasting of old schema versions on read."""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from pydantic import ValidationError
+
+from events.domain import EVENT_ADAPTER, EVENT_TYPES, DomainEvent
+from events.envelope import canonical_json
+
+Upcaster = Callable[[dict], dict]
+
+#: (type, from_version) -> function turning that version's dict into version + 1.
+UPCASTERS: dict[tuple[str, int], Upcaster] = {}
+
+
+class EventDecodeError(ValueError):
+    """A stored row that does not parse back to a known event; names the row."""
+
+
+def encode(payload: DomainEvent) -> tuple[str, int, str]:
+    if not isinstance(payload, DomainEvent):
+        raise TypeError(f"not a domain event: {type(payload).__name__}")
+    return payload.type, payload.SCHEMA_VERSION, canonical_json(payload.model_dump(mode="json"))
+
+
+def decode(type_: str, version: int, payload_json: str, where: str = "") -> DomainEvent:
+    cls = EVENT_TYPES.get(type_)
+    label = f"event {type_!r}" + (f" at {where}" if where else "")
+    if cls is None:
+        raise EventDecodeError(f"{label}: unknown event type (known: {', '.join(EVENT_TYPES)})")
+    try:
+        data = json.loads(payload_json)
+    except json.JSONDecodeError as exc:
+        raise EventDecodeError(f"{label}: payload is not JSON ({exc})") from None
+    while version < cls.SCHEMA_VERSION:
+        step = UPCASTERS.get((type_, version))
+        if step is None:
+            raise EventDecodeError(f"{label}: no upcaster from schema version {version}")
+        data, version = step(data), version + 1
+    if version > cls.SCHEMA_VERSION:
+        raise EventDecodeError(f"{label}: schema version {version} is newer than this code "
+                               f"({cls.SCHEMA_VERSION}); upgrade ta-actors")
+    try:
+        return EVENT_ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise EventDecodeError(f"{label}: invalid payload ({loc}: {first['msg']})") from None

@@ -1,0 +1,117 @@
+"""A run's whole configuration. It is the payload of RunRequested, so a resumed run, a replay
+and a fork need nothing but the events."""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Analyst = Literal["market", "social", "news", "fundamentals"]
+ANALYSTS: tuple[Analyst, ...] = ("market", "social", "news", "fundamentals")
+
+#: Data categories the router knows, with the default vendor chain of each.
+DEFAULT_VENDORS: dict[str, tuple[str, ...]] = {
+    "prices": ("yfinance",),
+    "indicators": ("yfinance",),
+    "fundamentals": ("yfinance",),
+    "news": ("yfinance",),
+    "social": ("reddit", "stocktwits"),
+    "identity": ("yfinance",),
+}
+OFFLINE_VENDORS: dict[str, tuple[str, ...]] = {k: ("synthetic",) for k in DEFAULT_VENDORS}
+
+_TICKER = re.compile(r"^[A-Z0-9][A-Z0-9._\-^=]{0,31}$")
+
+
+class InvalidInput(ValueError):
+    """Bad user input: the message is one line a user can act on."""
+
+
+def validate_ticker(raw: str) -> str:
+    """Upper-cased ticker that is safe in a path, a file name and a query, or InvalidInput."""
+    ticker = (raw or "").strip().upper()
+    if not ticker:
+        raise InvalidInput("ticker is empty")
+    if len(ticker) > 32:
+        raise InvalidInput(f"ticker {raw!r} is longer than 32 characters")
+    if ".." in ticker or set(ticker) <= {".", "-", "_"} or not _TICKER.match(ticker):
+        raise InvalidInput(
+            f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ ^ = only, "
+            "starting with a letter or digit; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
+    return ticker
+
+
+def validate_trade_date(raw: str | dt.date, today: dt.date | None = None) -> dt.date:
+    """A trade date that exists and is not in the future, or InvalidInput."""
+    if isinstance(raw, dt.date):
+        day = raw
+    else:
+        try:
+            day = dt.date.fromisoformat(str(raw).strip())
+        except ValueError:
+            raise InvalidInput(f"date {raw!r} is not a date in YYYY-MM-DD form") from None
+    today = today or dt.date.today()
+    if day > today:
+        raise InvalidInput(f"date {day} is in the future (today is {today}): "
+                           "research can only use what was known on the trade date")
+    return day
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ticker: str
+    trade_date: dt.date
+    analysts: tuple[Analyst, ...] = ANALYSTS
+    debate_rounds: int = Field(1, ge=1, le=10)
+    risk_rounds: int = Field(1, ge=1, le=10)
+    quick_model: str = "offline/quick"
+    deep_model: str = "offline/deep"
+    base_url: str | None = None
+    temperature: float | None = None
+    output_language: str = "English"
+    vendors: dict[str, tuple[str, ...]] = Field(default_factory=lambda: dict(DEFAULT_VENDORS))
+    tool_vendors: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    data_dir: str | None = None
+    max_tool_calls: int = Field(6, ge=1, le=50)
+    holding_days: int = Field(5, ge=1, le=250)
+    benchmark: str | None = None
+    token_budget: int | None = Field(None, ge=1)
+    cost_budget_usd: float | None = Field(None, gt=0)
+    llm_max_retries: int = Field(3, ge=0, le=10)
+    llm_timeout_s: float = Field(120.0, gt=0)
+    offline_latency_s: float = Field(0.0, ge=0)
+
+    @field_validator("ticker")
+    @classmethod
+    def _ticker(cls, value: str) -> str:
+        return validate_ticker(value)
+
+    @field_validator("benchmark")
+    @classmethod
+    def _benchmark(cls, value: str | None) -> str | None:
+        return validate_ticker(value) if value else None
+
+    @field_validator("analysts")
+    @classmethod
+    def _analysts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one analyst is needed")
+        if len(set(value)) != len(value):
+            raise ValueError(f"analysts repeat: {', '.join(value)}")
+        return tuple(a for a in ANALYSTS if a in value)  # canonical order
+
+    @field_validator("vendors")
+    @classmethod
+    def _vendors(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        unknown = set(value) - set(DEFAULT_VENDORS)
+        if unknown:
+            raise ValueError(f"unknown data categories: {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(DEFAULT_VENDORS)}")
+        return {**DEFAULT_VENDORS, **value}
+
+    @property
+    def is_offline(self) -> bool:
+        return self.quick_model.startswith("offline/") and self.deep_model.startswith("offline/")

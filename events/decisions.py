@@ -1,0 +1,81 @@
+"""Structured outputs of the deciding roles, and how each renders to markdown."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from events.rating import Rating, TraderAction
+
+_NULLISH = {"", "none", "n/a", "na", "null", "tbd", "-", "unknown", "not applicable"}
+
+
+def _nullish_to_none(value: Any) -> Any:
+    if isinstance(value, str) and value.strip().lower() in _NULLISH:
+        return None
+    return value
+
+
+OptionalPrice = Annotated[float | None, BeforeValidator(_nullish_to_none)]
+OptionalText = Annotated[str | None, BeforeValidator(_nullish_to_none)]
+
+
+class _Decision(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class ResearchPlan(_Decision):
+    recommendation: Rating
+    rationale: str = Field(description="Why, weighing the strongest bull and bear points.")
+    strategic_actions: str = Field(description="Concrete steps for the trader.")
+
+    def render(self) -> str:
+        return (f"**Recommendation**: {self.recommendation.value}\n\n"
+                f"**Rationale**: {self.rationale}\n\n**Strategic Actions**: {self.strategic_actions}")
+
+
+class TradeProposal(_Decision):
+    action: TraderAction
+    reasoning: str
+    entry_price: OptionalPrice = None
+    stop_loss: OptionalPrice = None
+    position_sizing: OptionalText = None
+
+    def render(self) -> str:
+        parts = [f"**Action**: {self.action.value}", f"**Reasoning**: {self.reasoning}"]
+        if self.entry_price is not None:
+            parts.append(f"**Entry Price**: {self.entry_price:.2f}")
+        if self.stop_loss is not None:
+            parts.append(f"**Stop Loss**: {self.stop_loss:.2f}")
+        if self.position_sizing:
+            parts.append(f"**Position Sizing**: {self.position_sizing}")
+        parts.append(f"FINAL TRANSACTION PROPOSAL: **{self.action.value.upper()}**")
+        return "\n\n".join(parts)
+
+
+class PortfolioDecision(_Decision):
+    rating: Rating
+    executive_summary: str
+    investment_thesis: str
+    price_target: OptionalPrice = None
+    time_horizon: OptionalText = None
+
+    def render(self) -> str:
+        parts = [f"**Rating**: {self.rating.value}",
+                 f"**Executive Summary**: {self.executive_summary}",
+                 f"**Investment Thesis**: {self.investment_thesis}"]
+        if self.price_target is not None:
+            parts.append(f"**Price Target**: {self.price_target:.2f}")
+        if self.time_horizon:
+            parts.append(f"**Time Horizon**: {self.time_horizon}")
+        return "\n\n".join(parts)
+
+
+#: Output schemas a role may ask the model for, by name (the name travels in LLM requests).
+DECISION_SCHEMAS: dict[str, type[_Decision]] = {
+    "ResearchPlan": ResearchPlan,
+    "TradeProposal": TradeProposal,
+    "PortfolioDecision": PortfolioDecision,
+}
+
+OutputMode = Literal["structured", "tool", "freetext"]

@@ -1,0 +1,210 @@
+"""The event catalogue: every fact ta-actors records, as one discriminated union.
+
+Names are past-tense facts. Each class's ``type`` literal is its stored name; bump
+``SCHEMA_VERSION`` and register an upcaster in events.codec when a payload changes shape.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from events.config import Analyst, RunConfig
+from events.decisions import OutputMode, PortfolioDecision, ResearchPlan, TradeProposal
+from events.rating import Rating
+from events.records import Attempt, Instrument, MarketSnapshot, Message, ToolCall, ToolResult
+
+Role = Literal["market", "social", "news", "fundamentals", "bull", "bear", "research_manager",
+               "trader", "aggressive", "conservative", "neutral", "portfolio_manager", "reflector"]
+Tier = Literal["quick", "deep"]
+
+
+class DomainEvent(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    SCHEMA_VERSION: ClassVar[int] = 1
+
+
+# --- run lifecycle -------------------------------------------------------------------------
+class RunRequested(DomainEvent):
+    type: Literal["RunRequested"] = "RunRequested"
+    run_id: str
+    config: RunConfig
+
+
+class RunResumed(DomainEvent):
+    type: Literal["RunResumed"] = "RunResumed"
+    reason: str = "resume requested"
+    token_budget: int | None = None
+    cost_budget_usd: float | None = None
+
+
+class RunCompleted(DomainEvent):
+    type: Literal["RunCompleted"] = "RunCompleted"
+    rating: Rating
+
+
+class RunFailed(DomainEvent):
+    type: Literal["RunFailed"] = "RunFailed"
+    kind: Literal["error", "budget", "data", "llm", "interrupted"]
+    reason: str
+    role: Role | None = None
+
+
+# --- context resolved before the analysts ---------------------------------------------------
+class InstrumentResolved(DomainEvent):
+    type: Literal["InstrumentResolved"] = "InstrumentResolved"
+    instrument: Instrument
+
+
+class MarketSnapshotTaken(DomainEvent):
+    type: Literal["MarketSnapshotTaken"] = "MarketSnapshotTaken"
+    snapshot: MarketSnapshot | None
+    note: str | None = None
+
+
+class PastContextLoaded(DomainEvent):
+    type: Literal["PastContextLoaded"] = "PastContextLoaded"
+    text: str
+    entries: int
+
+
+# --- turns: the coordinator assigns, a role answers ----------------------------------------
+class TurnAssigned(DomainEvent):
+    type: Literal["TurnAssigned"] = "TurnAssigned"
+    turn_id: str
+    role: Role
+    round: int = 1
+
+
+class LLMCallCompleted(DomainEvent):
+    type: Literal["LLMCallCompleted"] = "LLMCallCompleted"
+    turn_id: str
+    role: Role
+    call_index: int
+    tier: Tier
+    model: str
+    provider: str
+    messages: list[Message]
+    response_text: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    structured: dict[str, Any] | None = None
+    output_mode: OutputMode = "freetext"
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class LLMCallFailed(DomainEvent):
+    type: Literal["LLMCallFailed"] = "LLMCallFailed"
+    turn_id: str
+    role: Role
+    call_index: int
+    model: str
+    error: str
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class ToolCallCompleted(DomainEvent):
+    type: Literal["ToolCallCompleted"] = "ToolCallCompleted"
+    turn_id: str
+    role: Role
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    result: ToolResult
+    latency_ms: float = 0.0
+
+
+class ToolCapReached(DomainEvent):
+    type: Literal["ToolCapReached"] = "ToolCapReached"
+    turn_id: str
+    role: Role
+    cap: int
+
+
+# --- role outputs ---------------------------------------------------------------------------
+class AnalystReportSubmitted(DomainEvent):
+    type: Literal["AnalystReportSubmitted"] = "AnalystReportSubmitted"
+    turn_id: str
+    analyst: Analyst
+    report: str
+
+
+class DebateArgumentMade(DomainEvent):
+    type: Literal["DebateArgumentMade"] = "DebateArgumentMade"
+    turn_id: str
+    speaker: Literal["bull", "bear"]
+    round: int
+    argument: str
+
+
+class InvestmentPlanIssued(DomainEvent):
+    type: Literal["InvestmentPlanIssued"] = "InvestmentPlanIssued"
+    turn_id: str
+    plan: ResearchPlan
+    output_mode: OutputMode
+
+
+class TradeProposed(DomainEvent):
+    type: Literal["TradeProposed"] = "TradeProposed"
+    turn_id: str
+    proposal: TradeProposal
+    output_mode: OutputMode
+
+
+class RiskArgumentMade(DomainEvent):
+    type: Literal["RiskArgumentMade"] = "RiskArgumentMade"
+    turn_id: str
+    speaker: Literal["aggressive", "conservative", "neutral"]
+    round: int
+    argument: str
+
+
+class PortfolioDecisionIssued(DomainEvent):
+    type: Literal["PortfolioDecisionIssued"] = "PortfolioDecisionIssued"
+    turn_id: str
+    decision: PortfolioDecision
+    output_mode: OutputMode
+
+
+# --- memory stream: outcomes and reflections ------------------------------------------------
+class OutcomeResolved(DomainEvent):
+    type: Literal["OutcomeResolved"] = "OutcomeResolved"
+    run_id: str
+    ticker: str
+    trade_date: dt.date
+    rating: Rating
+    raw_return: float
+    benchmark: str
+    benchmark_return: float
+    alpha: float
+    holding_days: int
+    resolved_on: dt.date
+
+
+class ReflectionRecorded(DomainEvent):
+    type: Literal["ReflectionRecorded"] = "ReflectionRecorded"
+    run_id: str
+    ticker: str
+    trade_date: dt.date
+    reflection: str
+    model: str
+
+
+Event = Annotated[Union[
+    RunRequested, RunResumed, RunCompleted, RunFailed, InstrumentResolved, MarketSnapshotTaken,
+    PastContextLoaded, TurnAssigned, LLMCallCompleted, LLMCallFailed, ToolCallCompleted,
+    ToolCapReached, AnalystReportSubmitted, DebateArgumentMade, InvestmentPlanIssued,
+    TradeProposed, RiskArgumentMade, PortfolioDecisionIssued, OutcomeResolved,
+    ReflectionRecorded,
+], Field(discriminator="type")]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_TYPES: dict[str, type[DomainEvent]] = {
+    cls.model_fields["type"].default: cls for cls in DomainEvent.__subclasses__()}
+
+#: Terminal event types and the run status each means.
+TERMINAL_STATUS: dict[str, str] = {"RunCompleted": "completed", "RunFailed": "failed"}

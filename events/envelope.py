@@ -1,0 +1,92 @@
+"""The event envelope: what the store adds around a domain event, and the hash chain."""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from dataclasses import dataclass
+
+from events.domain import DomainEvent
+
+GENESIS_HASH = "0" * 64
+_ID_NAMESPACE = uuid.UUID("8f2b1c1e-5d0a-4d59-9a55-2a3f6c0e7b11")
+
+
+@dataclass(frozen=True, slots=True)
+class NewEvent:
+    """An event on its way into the store: the payload and who emitted it, in answer to what."""
+    payload: DomainEvent
+    actor: str
+    causation_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent:
+    """A stored row as the backend keeps it: the payload is still its canonical JSON text."""
+    position: int
+    event_id: str
+    stream: str
+    seq: int
+    type: str
+    schema_version: int
+    recorded_at: dt.datetime
+    actor: str
+    causation_id: str | None
+    idempotency_key: str | None
+    prev_hash: str
+    hash: str
+    payload_json: str
+
+    def expected_hash(self) -> str:
+        return chain_hash(self.prev_hash, self.stream, self.seq, self.event_id, self.type,
+                          self.schema_version, self.recorded_at, self.actor, self.causation_id,
+                          self.idempotency_key, self.payload_json)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """An event read back: envelope fields plus the parsed (and upcast) payload."""
+    position: int
+    event_id: str
+    stream: str
+    seq: int
+    type: str
+    schema_version: int
+    recorded_at: dt.datetime
+    actor: str
+    causation_id: str | None
+    idempotency_key: str | None
+    prev_hash: str
+    hash: str
+    payload: DomainEvent
+
+    def envelope(self) -> dict:
+        return {"position": self.position, "event_id": self.event_id, "stream": self.stream,
+                "seq": self.seq, "type": self.type, "schema_version": self.schema_version,
+                "recorded_at": self.recorded_at.isoformat(), "actor": self.actor,
+                "causation_id": self.causation_id, "idempotency_key": self.idempotency_key,
+                "prev_hash": self.prev_hash, "hash": self.hash}
+
+
+def canonical_json(obj: object) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def chain_hash(prev_hash: str, stream: str, seq: int, event_id: str, type_: str,
+               schema_version: int, recorded_at: dt.datetime, actor: str,
+               causation_id: str | None, idempotency_key: str | None, payload_json: str) -> str:
+    """SHA-256 over the canonical JSON of envelope + payload, chained to the previous event."""
+    body = canonical_json([prev_hash, stream, seq, event_id, type_, schema_version,
+                           utc(recorded_at).isoformat(), actor, causation_id, idempotency_key,
+                           payload_json])
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
+def utc(moment: dt.datetime) -> dt.datetime:
+    return moment.replace(tzinfo=dt.UTC) if moment.tzinfo is None else moment.astimezone(dt.UTC)
+
+
+def derived_event_id(stream: str, idempotency_key: str, index: int) -> str:
+    """Event id decided by the emitter's key: a retried append produces the same ids."""
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{stream}\x1f{idempotency_key}\x1f{index}"))
