@@ -110,11 +110,16 @@ class DuckDBEventStore(EventStore):
             sql, params = sql + " AND seq <= ?", params + [to_seq]
         return [_row(r) for r in self._query(sql + " ORDER BY seq", params)]
 
-    def _raw_all(self, after_position: int, limit: int | None) -> list[RawEvent]:
-        sql = f"SELECT {_COLUMNS} FROM events WHERE position > ? ORDER BY position"
+    def _raw_all(self, after_position: int, limit: int | None,
+                 types: tuple[str, ...] | None = None) -> list[RawEvent]:
+        sql, params = f"SELECT {_COLUMNS} FROM events WHERE position > ?", [after_position]
+        if types:
+            sql += f" AND type IN ({','.join('?' * len(types))})"
+            params += list(types)
+        sql += " ORDER BY position"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row(r) for r in self._query(sql, [after_position])]
+        return [_row(r) for r in self._query(sql, params)]
 
     def _stream_infos(self) -> list[StreamInfo]:
         rows = self._query(

@@ -35,8 +35,10 @@ class InMemoryEventStore(EventStore):
         return [r for r in self._by_stream.get(stream, ())
                 if r.seq >= from_seq and (to_seq is None or r.seq <= to_seq)]
 
-    def _raw_all(self, after_position: int, limit: int | None) -> list[RawEvent]:
-        rows = [r for r in self._rows if r.position > after_position]
+    def _raw_all(self, after_position: int, limit: int | None,
+                 types: tuple[str, ...] | None = None) -> list[RawEvent]:
+        rows = [r for r in self._rows
+                if r.position > after_position and (types is None or r.type in types)]
         return rows[:limit] if limit is not None else rows
 
     def _stream_infos(self) -> list[StreamInfo]:

@@ -121,8 +121,11 @@ class EventStore(ABC):
                     ) -> list[StoredEvent]:
         return [self._to_stored(r) for r in self._raw_stream(stream, from_seq, to_seq)]
 
-    def read_all(self, after_position: int = 0, limit: int | None = None) -> list[StoredEvent]:
-        return [self._to_stored(r) for r in self._raw_all(after_position, limit)]
+    def read_all(self, after_position: int = 0, limit: int | None = None,
+                 types: Sequence[str] | None = None) -> list[StoredEvent]:
+        """Events of every stream in global order; ``types`` narrows to those event types."""
+        return [self._to_stored(r)
+                for r in self._raw_all(after_position, limit, tuple(types) if types else None)]
 
     def version(self, stream: str) -> int:
         with self._lock:
@@ -227,7 +230,8 @@ class EventStore(ABC):
     def _raw_stream(self, stream: str, from_seq: int, to_seq: int | None) -> list[RawEvent]: ...
 
     @abstractmethod
-    def _raw_all(self, after_position: int, limit: int | None) -> list[RawEvent]: ...
+    def _raw_all(self, after_position: int, limit: int | None,
+                 types: tuple[str, ...] | None = None) -> list[RawEvent]: ...
 
     @abstractmethod
     def _stream_infos(self) -> list[StreamInfo]: ...

@@ -1,0 +1,75 @@
+"""What vendors hand back, and how they say they cannot.
+
+Vendors return plain records (dated, so the service can drop anything after the trade date in
+one place) and signal "I have nothing" with exceptions, so the router can tell an empty answer
+from a broken vendor without inspecting return values."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class NoData(LookupError):
+    """The vendor answered: it has nothing for this request. The next vendor is tried."""
+
+
+class NotConfigured(NoData):
+    """The vendor cannot answer at all here (no API key, no data folder): no answer, skip."""
+
+
+class RateLimited(RuntimeError):
+    """The vendor refused for now; the router moves on to the next vendor."""
+
+
+class Rec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Period(Rec):
+    """One column of a financial statement. ``filed`` is known for some vendors only."""
+    period_end: dt.date
+    filed: dt.date | None = None
+    values: dict[str, float | None] = Field(default_factory=dict)
+
+
+class NewsItem(Rec):
+    published: dt.datetime
+    title: str
+    publisher: str | None = None
+    summary: str | None = None
+    link: str | None = None
+
+
+class InsiderTx(Rec):
+    date: dt.date
+    insider: str
+    relation: str | None = None
+    text: str | None = None
+    shares: float | None = None
+    value: float | None = None
+
+
+class Post(Rec):
+    created: dt.datetime
+    source: str
+    author: str | None = None
+    text: str
+    score: float | None = None
+    sentiment: str | None = None
+
+
+class Fundamentals(Rec):
+    """Key statistics. ``as_of`` is when the numbers were true; None means 'today' (live)."""
+    as_of: dt.date | None = None
+    values: dict[str, Any] = Field(default_factory=dict)
+
+
+def day_of(ts: dt.datetime | dt.date) -> dt.date:
+    """The calendar day of a timestamp in UTC: the unit every look-ahead guard compares."""
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is not None:
+            ts = ts.astimezone(dt.timezone.utc)
+        return ts.date()
+    return ts

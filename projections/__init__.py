@@ -1,0 +1,1 @@
+"""Pure folds over events: (state, event) -> state. No I/O, no Ray."""

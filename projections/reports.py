@@ -1,0 +1,99 @@
+"""The written reports of a run, rendered from its projection alone.
+
+The same function renders them at the end of a run and at replay, so the two are
+byte-identical whenever the events are the same (no clocks, no randomness in here).
+"""
+from __future__ import annotations
+
+from projections.run_state import RunState, Speech
+
+ANALYST_FILES = {"market": "market", "social": "sentiment", "news": "news",
+                 "fundamentals": "fundamentals"}
+ANALYST_TITLES = {"market": "Market Analyst", "social": "Social Sentiment Analyst",
+                  "news": "News Analyst", "fundamentals": "Fundamentals Analyst"}
+SPEAKER_TITLES = {"bull": "Bull Researcher", "bear": "Bear Researcher",
+                  "aggressive": "Aggressive Risk Analyst",
+                  "conservative": "Conservative Risk Analyst",
+                  "neutral": "Neutral Risk Analyst"}
+OFFLINE_NOTE = ("> **Offline model.** These texts were written by ta-actors' deterministic offline "
+                "provider from the data shown, not by an LLM. Configure a model for real research.")
+
+
+def _header(s: RunState) -> str:
+    c = s.config
+    inst = s.instrument
+    name = f" — {inst.name}" if inst and inst.name else ""
+    lines = [f"# {c.ticker}{name} · trade date {c.trade_date}", "",
+             f"Run `{s.run_id}` · quick model `{c.quick_model}` · deep model `{c.deep_model}`"]
+    if inst is not None:
+        facts = [f for f in (inst.sector, inst.industry, inst.exchange) if f]
+        if facts:
+            lines.append("Instrument: " + " · ".join(facts))
+        if not inst.available or inst.note:
+            lines.append(f"> Identity: {inst.note or 'unavailable; ticker-only context'}")
+    if c.is_offline:
+        lines += ["", OFFLINE_NOTE]
+    return "\n".join(lines) + "\n"
+
+
+def _speeches(title: str, speeches: tuple[Speech, ...], who: str | None = None) -> str:
+    chosen = [sp for sp in speeches if who is None or sp.speaker == who]
+    if not chosen:
+        return f"## {title}\n\n_No arguments recorded._\n"
+    body = "\n\n".join(f"### {SPEAKER_TITLES[sp.speaker]} — round {sp.round}\n\n{sp.text.strip()}"
+                       for sp in chosen)
+    return f"## {title}\n\n{body}\n"
+
+
+def render_reports(s: RunState) -> dict[str, str]:
+    """Relative path -> markdown, for every stage that has output so far."""
+    if s.config is None:
+        return {}
+    head = _header(s)
+    files: dict[str, str] = {}
+    for analyst in s.config.analysts:
+        if analyst in s.reports:
+            files[f"1_analysts/{ANALYST_FILES[analyst]}.md"] = (
+                f"{head}\n## {ANALYST_TITLES[analyst]}\n\n{s.reports[analyst].strip()}\n")
+    for who in ("bull", "bear"):
+        if any(sp.speaker == who for sp in s.debate):
+            files[f"2_research/{who}.md"] = head + "\n" + _speeches(SPEAKER_TITLES[who], s.debate, who)
+    if s.plan is not None:
+        files["2_research/manager.md"] = f"{head}\n## Research Manager — Investment Plan\n\n{s.plan.render()}\n"
+    if s.proposal is not None:
+        files["3_trading/trader.md"] = f"{head}\n## Trader — Proposal\n\n{s.proposal.render()}\n"
+    for who in ("aggressive", "conservative", "neutral"):
+        if any(sp.speaker == who for sp in s.risk):
+            files[f"4_risk/{who}.md"] = head + "\n" + _speeches(SPEAKER_TITLES[who], s.risk, who)
+    if s.decision is not None:
+        files["5_portfolio/decision.md"] = f"{head}\n## Portfolio Manager — Decision\n\n{s.decision.render()}\n"
+    files["complete_report.md"] = render_complete(s)
+    return files
+
+
+def render_complete(s: RunState) -> str:
+    parts = [_header(s)]
+    if s.decision is not None:
+        parts.append(f"## Final rating: **{s.decision.rating.value}**\n")
+    if s.snapshot is not None:
+        parts.append(f"## Verified market snapshot\n\n```\n{s.snapshot.render()}\n```\n")
+    parts.append("## I. Analyst team\n")
+    for analyst in s.config.analysts:
+        text = s.reports.get(analyst, "_No report._").strip()
+        parts.append(f"### {ANALYST_TITLES[analyst]}\n\n{text}\n")
+    parts.append("## II. Research team\n")
+    parts.append(_speeches("Investment debate", s.debate))
+    if s.plan is not None:
+        parts.append(f"### Research Manager\n\n{s.plan.render()}\n")
+    parts.append("## III. Trading team\n")
+    parts.append(f"{s.proposal.render()}\n" if s.proposal else "_No proposal._\n")
+    parts.append("## IV. Risk management team\n")
+    parts.append(_speeches("Risk debate", s.risk))
+    parts.append("## V. Portfolio manager\n")
+    parts.append(f"{s.decision.render()}\n" if s.decision else "_No decision._\n")
+    if s.past_context:
+        parts.append(f"## Past context given to the portfolio manager\n\n{s.past_context.strip()}\n")
+    u = s.usage
+    parts.append(f"## Usage\n\nLLM calls {u.llm_calls} · tool calls {u.tool_calls} · tokens in "
+                 f"{u.input_tokens:,} / out {u.output_tokens:,} · cost ${u.cost_usd:.4f}\n")
+    return "\n".join(parts)

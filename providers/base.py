@@ -1,0 +1,124 @@
+"""The request/reply contract between role actors and the LLM gateway.
+
+Requests and replies are frozen pydantic values so they can cross a Ray boundary and be
+recorded verbatim in an ``LLMCallCompleted`` event: replay and resume never call a model
+again, they read these back.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from events.decisions import OutputMode
+from events.records import Attempt, Message, ToolCall, ToolSpec
+
+ErrorKind = Literal["auth", "bad_request", "rate_limit", "timeout", "server", "config",
+                    "not_found"]
+#: Kinds worth another try: the same request may succeed a moment later.
+RETRYABLE: frozenset[str] = frozenset({"rate_limit", "timeout", "server"})
+
+
+class LLMRequest(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str  # "provider/model", e.g. "offline/quick", "openai/gpt-4.1-mini"
+    messages: list[Message]
+    tools: list[ToolSpec] = []
+    output_schema: str | None = None  # key of events.decisions.DECISION_SCHEMAS
+    role: str
+    tier: Literal["quick", "deep"] = "quick"
+    base_url: str | None = None
+    temperature: float | None = None
+    timeout_s: float = 120.0
+    max_retries: int = 3
+    output_language: str = "English"
+    offline_latency_s: float = 0.0
+
+    @property
+    def provider(self) -> str:
+        return provider_of(self.model)
+
+
+class LLMReply(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    text: str
+    tool_calls: list[ToolCall]
+    structured: dict | None  # set iff the request named an output_schema; always validates
+    output_mode: OutputMode
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+    latency_ms: float
+    attempts: list[Attempt]
+    provider: str
+    model: str
+
+
+def provider_of(model: str) -> str:
+    """The provider prefix of a ``provider/model`` id ("openai/gpt-4.1" -> "openai")."""
+    provider, sep, _ = (model or "").partition("/")
+    return provider.strip().lower() if sep else ""
+
+
+_SECRET_SHAPES = re.compile(
+    r"(sk-[A-Za-z0-9_\-]{6,}|sk-ant-[A-Za-z0-9_\-]{6,}|AKIA[0-9A-Z]{12,}|"
+    r"(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|(?i:api[_-]?key)[\"']?\s*[:=]\s*[\"']?[^\s\"',}]{6,})")
+
+
+def redact(text: str) -> str:
+    """``text`` with every known API-key value and key-shaped token replaced by ``***``.
+
+    Provider SDK errors sometimes echo the key they were given ("Incorrect API key provided:
+    sk-..."); anything that reaches an event, a log line or the terminal goes through here.
+    """
+    from providers.keys import secret_values  # late: keys imports this module
+
+    for value in secret_values():
+        text = text.replace(value, "***")
+    return _SECRET_SHAPES.sub("***", text)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace and cut to ``limit`` characters, redacted: error text for humans."""
+    flat = " ".join(redact(str(text)).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class LLMError(Exception):
+    """A model call that failed for good. ``kind`` says what to do about it (fix the key, fix
+    the request, wait, ...); ``attempts`` keeps every try for the event record.
+
+    ``str()`` is one line without any API key in it.
+    """
+
+    def __init__(self, message: str, kind: ErrorKind = "server",
+                 attempts: list[Attempt] | None = None, status: int | None = None) -> None:
+        self.message = one_line(message)
+        self.kind: ErrorKind = kind
+        self.status = status
+        self.attempts: list[Attempt] = list(attempts or [])
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+    def __reduce__(self):  # survives pickling across Ray with its fields
+        return (self.__class__._rebuild, (self.message, self.kind, self.attempts, self.status))
+
+    @classmethod
+    def _rebuild(cls, message, kind, attempts, status):
+        err = cls.__new__(cls)
+        LLMError.__init__(err, message, kind, attempts, status)
+        return err
+
+    @property
+    def retryable(self) -> bool:
+        return self.kind in RETRYABLE
+
+
+def env_is_set(name: str) -> bool:
+    return bool(os.environ.get(name, "").strip())
