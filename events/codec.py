@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from pydantic import ValidationError
 
-from events.domain import EVENT_ADAPTER, EVENT_TYPES, DomainEvent
+from events.domain import EVENT_TYPES, DomainEvent
 from events.envelope import canonical_json
 
 Upcaster = Callable[[dict], dict]
@@ -38,12 +38,16 @@ def decode(type_: str, version: int, payload_json: str, where: str = "") -> Doma
         step = UPCASTERS.get((type_, version))
         if step is None:
             raise EventDecodeError(f"{label}: no upcaster from schema version {version}")
-        data, version = step(data), version + 1
+        try:
+            data, version = step(data), version + 1
+        except Exception as exc:  # noqa: BLE001 - a broken old row must still name itself
+            raise EventDecodeError(f"{label}: upcasting from schema version {version} failed "
+                                   f"({type(exc).__name__}: {exc})") from exc
     if version > cls.SCHEMA_VERSION:
         raise EventDecodeError(f"{label}: schema version {version} is newer than this code "
                                f"({cls.SCHEMA_VERSION}); upgrade ta-actors")
     try:
-        return EVENT_ADAPTER.validate_python(data)
+        return cls.model_validate(data)  # the row's type decides the class, never the body
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])

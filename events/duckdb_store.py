@@ -57,7 +57,7 @@ class DuckDBEventStore(EventStore):
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as exc:
+        except duckdb.Error as exc:  # IOException (lock), ConnectionException (config), ...
             if "lock" in str(exc).lower():
                 raise StoreLockedError(
                     f"event store {self.path} is in use by another process; wait for that run "

@@ -101,6 +101,7 @@ class LLMError(Exception):
         self.kind: ErrorKind = kind
         self.status = status
         self.attempts: list[Attempt] = list(attempts or [])
+        self.retry_after: float | None = None  # seconds the provider asked us to wait
         super().__init__(self.message)
 
     def __str__(self) -> str:

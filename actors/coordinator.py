@@ -1,0 +1,206 @@
+"""The coordinator: drives every run in flight from its projection.
+
+It alone appends turn assignments and turn outputs, and only after checking them against the
+projection (``projections.schedule``): wrong speaker, a second report, a round too many or
+anything after the run ended is refused. What it does next is decided by ``next_step`` on
+the events alone, so a resumed run continues exactly where its events end.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from typing import Any
+
+import ray
+
+from events import domain as d
+from events.envelope import NewEvent
+from events.records import Instrument
+from projections.memory import (MEMORY_STREAM, MEMORY_TYPES, MemoryEntry, memory_entries,
+                                past_context, pending_for)
+from projections.run_state import RunState, project
+from projections.schedule import Turn, next_step, refusal
+
+ACTOR = "coordinator"
+
+
+class Refused(Exception):
+    """An event out of turn; the message says why."""
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class Coordinator:
+    def __init__(self, roles: dict[str, Any], gateway: Any, market: Any):
+        self.roles, self.gateway, self.market = roles, gateway, market
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    # ---- appending, with the turn check -------------------------------------------------
+    async def _append(self, store: Any, run_id: str, payload: d.DomainEvent, key: str,
+                      actor: str = ACTOR, cause: str | None = None) -> None:
+        await store.append.remote(run_id, [NewEvent(payload, actor, cause)], None, key)
+
+    async def submit(self, store: Any, run_id: str, payload: d.DomainEvent,
+                     actor: str = ACTOR) -> RunState:
+        """Append a role's output if it is in turn; raise Refused otherwise."""
+        lock = self._locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            state = project(await store.read_stream.remote(run_id))
+            reason = refusal(state, payload)
+            if reason:
+                raise Refused(f"{run_id}: refused {payload.type} from {actor}: {reason}")
+            turn_id = getattr(payload, "turn_id", None)
+            key = f"{turn_id}:output" if turn_id else f"{payload.type}:{state.version}"
+            await self._append(store, run_id, payload, key, actor, turn_id)
+            return project(await store.read_stream.remote(run_id, state.version + 1), state)
+
+    # ---- driving a run -------------------------------------------------------------------
+    async def drive(self, store: Any, run_id: str) -> dict:
+        state = project(await store.read_stream.remote(run_id))
+        if state.config is None:
+            raise ValueError(f"no run {run_id!r} in this store")
+        inflight: dict[str, asyncio.Task] = {}
+        try:
+            while True:
+                step = next_step(state)
+                if step.kind == "done":
+                    break
+                if step.kind == "prepare":
+                    await self._prepare(store, run_id, state)
+                elif step.kind == "complete":
+                    await self._append(store, run_id, d.RunCompleted(rating=state.decision.rating),
+                                       "complete")
+                else:
+                    await self._dispatch(store, run_id, state, step.turns, inflight)
+                state = project(await store.read_stream.remote(run_id, state.version + 1), state)
+        except Exception as exc:  # noqa: BLE001 - any failure ends the run with a reason
+            reason = str(getattr(exc, "cause", None) or exc).splitlines()[0]
+            await self._append(store, run_id, d.RunFailed(kind="error", reason=reason),
+                               f"failed:{state.version}")
+            state = project(await store.read_stream.remote(run_id))
+        finally:
+            for task in inflight.values():
+                task.cancel()
+        return {"run_id": run_id, "ticker": state.ticker, "status": state.status,
+                "rating": state.rating,
+                "reason": state.failure.reason if state.failure else None}
+
+    async def _dispatch(self, store: Any, run_id: str, state: RunState, turns: tuple[Turn, ...],
+                        inflight: dict[str, asyncio.Task]) -> None:
+        for turn in turns:
+            if turn.turn_id not in state.assigned:
+                await self._append(store, run_id, d.TurnAssigned(
+                    turn_id=turn.turn_id, role=turn.role, round=turn.round),
+                    f"assign:{turn.turn_id}")
+            if turn.turn_id not in inflight:
+                ref = self.roles[turn.role].act.remote(store, run_id, turn)
+                inflight[turn.turn_id] = asyncio.ensure_future(ref)
+        by_task = {task: tid for tid, task in inflight.items()}
+        done, _ = await asyncio.wait(by_task, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            turn_id = by_task[task]
+            del inflight[turn_id]
+            output = task.result()
+            if isinstance(output, d.RunFailed):
+                await self._append(store, run_id, output, f"failed:{turn_id}:{state.version}",
+                                   f"role:{output.role}", turn_id)
+                return
+            await self.submit(store, run_id, output, actor=f"role:{output_role(output)}")
+
+    # ---- context before the analysts ----------------------------------------------------
+    async def _prepare(self, store: Any, run_id: str, state: RunState) -> None:
+        c = state.config
+        if state.instrument is None:
+            try:
+                instrument = await self.market.identity.remote(c)
+            except Exception as exc:  # noqa: BLE001 - identity is fail-open
+                instrument = Instrument(ticker=c.ticker, symbol=c.ticker, available=False,
+                                        note=f"identity unavailable: {_first_line(exc)}")
+            await self._append(store, run_id, d.InstrumentResolved(instrument=instrument),
+                               "context:instrument")
+        if not state.snapshot_taken:
+            try:
+                snapshot, note = await self.market.snapshot.remote(c), None
+            except Exception as exc:  # noqa: BLE001 - recorded; roles are told not to quote
+                snapshot, note = None, _first_line(exc)
+            if snapshot is None and note is None:
+                note = f"no price data for {c.ticker} on or before {c.trade_date}"
+            await self._append(store, run_id, d.MarketSnapshotTaken(snapshot=snapshot, note=note),
+                               "context:snapshot")
+        if state.past_context is None:
+            await self.resolve_outcomes(store, c, c.ticker)
+            entries = memory_entries(await store.read_all.remote(0, None, list(MEMORY_TYPES)))
+            text, count = past_context(entries, c.ticker, c.trade_date)
+            await self._append(store, run_id, d.PastContextLoaded(text=text, entries=count),
+                               "context:past")
+
+    # ---- memory: scoring past decisions -------------------------------------------------
+    async def resolve_outcomes(self, store: Any, config: Any, ticker: str | None = None,
+                               today: dt.date | None = None) -> int:
+        """Score pending decisions (of ``ticker``, or all) whose holding period has data."""
+        today = today or dt.date.today()
+        entries = memory_entries(await store.read_all.remote(0, None, list(MEMORY_TYPES)))
+        pending = (pending_for(entries, ticker, config.trade_date) if ticker
+                   else [m for m in entries if not m.resolved])
+        resolved = 0
+        for entry in pending:
+            outcome = await self._outcome(config, entry, today)
+            if outcome is None:
+                continue
+            prompt = {"ticker": entry.ticker, "trade_date": str(entry.trade_date),
+                      "decision": entry.decision, "raw": outcome.raw_return,
+                      "alpha": outcome.alpha, "benchmark": outcome.benchmark,
+                      "days": outcome.holding_days}
+            call = await self.roles["reflector"].reflect.remote(
+                store, config, {"run_id": entry.run_id, "prompt": prompt})
+            reflection = d.ReflectionRecorded(run_id=entry.run_id, ticker=entry.ticker,
+                                              trade_date=entry.trade_date,
+                                              reflection=call.response_text.strip(),
+                                              model=call.model)
+            events = [NewEvent(outcome, ACTOR), NewEvent(call, "role:reflector"),
+                      NewEvent(reflection, "role:reflector")]
+            await store.append.remote(MEMORY_STREAM, events, None, f"outcome:{entry.run_id}")
+            resolved += 1
+        return resolved
+
+    async def _outcome(self, config: Any, m: MemoryEntry, today: dt.date
+                       ) -> d.OutcomeResolved | None:
+        holding = config.holding_days
+        window_end = m.trade_date + dt.timedelta(days=holding * 7 // 5 + 5)
+        cfg = config.model_copy(update={"ticker": m.ticker, "trade_date": m.trade_date})
+        try:
+            closes = await self.market.closes.remote(cfg, m.ticker, m.trade_date, window_end)
+            benchmark = await self.market.benchmark_for.remote(cfg)
+            bench = await self.market.closes.remote(cfg, benchmark, m.trade_date, window_end)
+        except Exception:  # noqa: BLE001 - stays pending; tried again next time
+            return None
+        closes = [(day, c) for day, c in closes if day >= m.trade_date]
+        complete = len(closes) > holding or window_end < today
+        if len(closes) < 2 or not complete or not bench:
+            return None
+        k = min(holding, len(closes) - 1)
+        (d0, c0), (dk, ck) = closes[0], closes[k]
+        b0, bk = _close_on(bench, d0), _close_on(bench, dk)
+        if b0 is None or bk is None:
+            return None
+        raw, bench_raw = ck / c0 - 1, bk / b0 - 1
+        return d.OutcomeResolved(run_id=m.run_id, ticker=m.ticker, trade_date=m.trade_date,
+                                 rating=m.rating, raw_return=raw, benchmark=benchmark,
+                                 benchmark_return=bench_raw, alpha=raw - bench_raw,
+                                 holding_days=k, resolved_on=dk)
+
+
+def _close_on(series: list[tuple[dt.date, float]], day: dt.date) -> float | None:
+    """Close on ``day``, or the last one before it (benchmarks trade on other holidays)."""
+    before = [c for dd, c in series if dd <= day]
+    return before[-1] if before else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "cause", None) or exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def output_role(output: d.DomainEvent) -> str:
+    return (getattr(output, "analyst", None) or getattr(output, "speaker", None)
+            or {"InvestmentPlanIssued": "research_manager", "TradeProposed": "trader",
+                "PortfolioDecisionIssued": "portfolio_manager"}.get(output.type, "unknown"))

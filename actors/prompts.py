@@ -1,0 +1,171 @@
+"""What each role is told. Our own prompts; one builder per role, all fed from the projection.
+
+Every prompt opens with the same context block (ticker, trade date, identity, verified
+snapshot) so that every role works from the same exact numbers.
+"""
+from __future__ import annotations
+
+from projections.run_state import RunState, Speech
+from projections.reports import ANALYST_TITLES, SPEAKER_TITLES
+
+GROUNDING = (
+    "Ground rules: use only numbers that appear in the verified snapshot, in tool results or in "
+    "the reports you are given. If a figure you need is missing, say it is missing; never "
+    "estimate, recall from memory or invent a number. Dates after the trade date do not exist "
+    "for you.")
+
+SYSTEM: dict[str, str] = {
+    "market": (
+        "You are the market (technical) analyst of a research desk. Study price action and "
+        "indicators for the instrument up to the trade date. Pick the few indicators that say "
+        "something different from each other (trend, momentum, volatility, volume), fetch them "
+        "with the tools, and explain what they show together. Finish with a markdown table of "
+        "the key readings and what each implies."),
+    "social": (
+        "You are the social-sentiment analyst. Read what retail investors and the public said "
+        "about the company in the past week (social posts and company news from the tools). "
+        "Judge the mood, how strong and how broad it is, and whether it is shifting. Finish "
+        "with a line 'Sentiment: <Bullish|Mildly Bullish|Neutral|Mixed|Mildly Bearish|Bearish>, "
+        "score <0-10>, confidence <low|medium|high>' and a short markdown table of evidence."),
+    "news": (
+        "You are the news and macro analyst. Gather company news and the wider market news of "
+        "the past week with the tools, and explain what matters for this instrument and why. "
+        "Separate facts from speculation. Finish with a markdown table of the items that matter "
+        "most and their likely effect."),
+    "fundamentals": (
+        "You are the fundamentals analyst. Use the tools to read the company's key statistics, "
+        "statements (balance sheet, cash flow, income) and insider transactions as known on the "
+        "trade date. Assess growth, profitability, balance-sheet strength, valuation and what "
+        "insiders did. Finish with a markdown table of the key figures."),
+    "bull": (
+        "You are the bull researcher in an investment debate. Build the strongest evidence-based "
+        "case for owning the instrument: growth, edge, positive signals. Answer the bear's last "
+        "point directly and show where it is weak. Speak as in a debate, not as a list."),
+    "bear": (
+        "You are the bear researcher in an investment debate. Build the strongest evidence-based "
+        "case against owning the instrument: risks, weaknesses, negative signals. Answer the "
+        "bull's last point directly and show where it is weak. Speak as in a debate."),
+    "research_manager": (
+        "You are the research manager and judge of the bull/bear debate. Decide which side made "
+        "the stronger case on the evidence, and commit to a rating on the five-tier scale "
+        "(Buy, Overweight, Hold, Underweight, Sell). Choose Hold only when the evidence is truly "
+        "balanced, not as a safe default. Give the rationale and concrete strategic actions."),
+    "trader": (
+        "You are the trader. Turn the research manager's investment plan into a concrete trade "
+        "proposal: action (Buy, Hold or Sell), reasoning, and where sensible an entry price, a "
+        "stop loss and position sizing, using the verified snapshot for prices."),
+    "aggressive": (
+        "You are the aggressive risk analyst. Argue for taking more risk where the reward "
+        "justifies it: challenge caution in the trader's proposal and in the other risk "
+        "analysts' latest arguments, with evidence from the reports."),
+    "conservative": (
+        "You are the conservative risk analyst. Protect capital: point out what could go wrong "
+        "with the trader's proposal, where it is exposed, and how to reduce risk; answer the "
+        "aggressive and neutral analysts' latest arguments with evidence."),
+    "neutral": (
+        "You are the neutral risk analyst. Weigh the aggressive and conservative views against "
+        "each other and the evidence, and propose the balanced adjustment to the trader's plan."),
+    "portfolio_manager": (
+        "You are the portfolio manager and make the final call. Weigh the investment plan, the "
+        "trader's proposal, the risk debate and the lessons from past decisions, then issue one "
+        "rating on the five-tier scale (Buy, Overweight, Hold, Underweight, Sell) with an "
+        "executive summary, the investment thesis, and where sensible a price target and time "
+        "horizon. Hold must be earned by balanced evidence, not used to avoid a decision."),
+    "reflector": (
+        "You review a past trading decision now that its outcome is known. In two to four "
+        "sentences say what the decision got right or wrong and the one lesson to carry into "
+        "the next decision on this or similar instruments."),
+}
+
+RATING_LINE = ("End with a line of the form 'Rating: <Buy|Overweight|Hold|Underweight|Sell>'.")
+
+
+def context_block(s: RunState) -> str:
+    c = s.config
+    lines = [f"Ticker: {c.ticker}", f"Trade date: {c.trade_date}"]
+    inst = s.instrument
+    if inst is not None and inst.available:
+        lines.append("Instrument: " + ", ".join(
+            f"{k} {v}" for k, v in (("name", inst.name), ("sector", inst.sector),
+                                   ("industry", inst.industry), ("exchange", inst.exchange),
+                                   ("currency", inst.currency)) if v))
+    else:
+        lines.append("Instrument: identity unavailable; work from the ticker only.")
+    if s.snapshot is not None:
+        lines += ["", s.snapshot.render()]
+    else:
+        lines += ["", "VERIFIED MARKET SNAPSHOT: unavailable (no price data on or before the trade "
+                      "date). Do not quote prices."]
+    return "\n".join(lines)
+
+
+def _reports(s: RunState) -> str:
+    return "\n\n".join(f"## {ANALYST_TITLES[a]} report\n{s.reports[a].strip()}"
+                       for a in s.config.analysts if a in s.reports)
+
+
+def _history(speeches: tuple[Speech, ...]) -> str:
+    if not speeches:
+        return "(no arguments yet)"
+    return "\n\n".join(f"{SPEAKER_TITLES[sp.speaker]} (round {sp.round}): {sp.text.strip()}"
+                       for sp in speeches)
+
+
+def _latest(speeches: tuple[Speech, ...], speaker: str) -> str:
+    for sp in reversed(speeches):
+        if sp.speaker == speaker:
+            return sp.text.strip()
+    return "(has not spoken yet)"
+
+
+def _language(s: RunState) -> str:
+    lang = s.config.output_language
+    if lang.lower() == "english":
+        return ""
+    return (f"\n\nWrite in {lang}. Keep the rating words (Buy, Overweight, Hold, Underweight, "
+            "Sell) and ticker symbols in English.")
+
+
+def user_message(role: str, s: RunState) -> str:
+    """The first user message of a turn: context + what this role needs to see."""
+    ctx = context_block(s)
+    if role in ("market", "social", "news", "fundamentals"):
+        task = f"Write the {ANALYST_TITLES[role].lower()} report for {s.config.ticker}."
+        body = f"{ctx}\n\n{GROUNDING}\n\n{task}"
+    elif role in ("bull", "bear"):
+        other = "bear" if role == "bull" else "bull"
+        body = (f"{ctx}\n\n{_reports(s)}\n\n## Debate so far\n{_history(s.debate)}\n\n"
+                f"## The {other}'s last argument\n{_latest(s.debate, other)}\n\n{GROUNDING}\n\n"
+                f"Make your next argument as the {role}.")
+    elif role == "research_manager":
+        body = (f"{ctx}\n\n## Debate\n{_history(s.debate)}\n\n{GROUNDING}\n\n"
+                f"Judge the debate and issue the investment plan. {RATING_LINE}")
+    elif role == "trader":
+        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n{GROUNDING}\n\n"
+                "Propose the trade. End with 'FINAL TRANSACTION PROPOSAL: **BUY|HOLD|SELL**'.")
+    elif role in ("aggressive", "conservative", "neutral"):
+        others = [r for r in ("aggressive", "conservative", "neutral") if r != role]
+        latest = "\n\n".join(f"## Latest from the {o} analyst\n{_latest(s.risk, o)}" for o in others)
+        body = (f"{ctx}\n\n## Trader's proposal\n{s.proposal.render()}\n\n{_reports(s)}\n\n"
+                f"## Risk debate so far\n{_history(s.risk)}\n\n{latest}\n\n{GROUNDING}\n\n"
+                f"Make your next argument as the {role} risk analyst.")
+    elif role == "portfolio_manager":
+        past = s.past_context or "(no resolved past decisions are available)"
+        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n## Trader's proposal\n"
+                f"{s.proposal.render()}\n\n## Risk debate\n{_history(s.risk)}\n\n"
+                f"## Lessons from past decisions\n{past}\n\n{GROUNDING}\n\n"
+                f"Issue the final decision. {RATING_LINE}")
+    else:
+        raise ValueError(f"no prompt for role {role!r}")
+    return body + _language(s)
+
+
+def reflection_message(ticker: str, trade_date: str, decision: str, raw: float, alpha: float,
+                       benchmark: str, days: int) -> str:
+    return (f"Ticker: {ticker}\nTrade date: {trade_date}\n\n## The decision\n{decision}\n\n"
+            f"## Outcome over {days} trading days\nRaw return: {raw:+.2%}\n"
+            f"Benchmark {benchmark} return: {raw - alpha:+.2%}\nAlpha: {alpha:+.2%}\n\n"
+            "Reflect on the decision.")
+
+CAP_REACHED = ("You have used all the tool calls allowed for this report. Write the report now "
+               "with what you have; say which data you could not fetch.")

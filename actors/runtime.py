@@ -1,0 +1,95 @@
+"""Starting or joining Ray, and finding the named actors of ta-actors.
+
+Single node: ``start()`` starts a local Ray sized for this machine. Cluster: ``start("auto")``
+joins it; the actors are then detached so later commands (replay, resume) find them.
+Service and role actors are shared by every store; one store actor per DuckDB file.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from actors.coordinator import Coordinator
+from actors.roles import RoleActor
+from actors.services import LLMGatewayActor, MarketDataActor
+from actors.store_actor import EventStoreActor
+
+NAMESPACE = "ta-actors"
+ROLES = ("market", "social", "news", "fundamentals", "bull", "bear", "research_manager",
+         "trader", "aggressive", "conservative", "neutral", "portfolio_manager", "reflector")
+_WORKER_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "RAY_USAGE_STATS_ENABLED": "0",
+               "TOKENIZERS_PARALLELISM": "false"}
+
+
+def start(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Join or start Ray; returns True when it started a local Ray this process owns."""
+    for key, value in _WORKER_ENV.items():
+        os.environ.setdefault(key, value)
+    if ray.is_initialized():
+        return False
+    kwargs: dict[str, Any] = dict(namespace=NAMESPACE, include_dashboard=False,
+                                  log_to_driver=False, configure_logging=False,
+                                  runtime_env={"env_vars": _WORKER_ENV})
+    if address:
+        ray.init(address=address, **kwargs)
+        return False
+    ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), **kwargs)
+    return True
+
+
+def _named(cls: Any, name: str, *args: Any, pin_here: bool = False) -> Any:
+    options: dict[str, Any] = dict(name=name, namespace=NAMESPACE, get_if_exists=True)
+    if not _is_local():
+        options["lifetime"] = "detached"
+    if pin_here:  # the store actor must live on the node that has the file
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
+    return cls.options(**options).remote(*args)
+
+
+def _is_local() -> bool:
+    return len(ray.nodes()) <= 1
+
+
+def default_cache_path() -> str:
+    from platformdirs import user_cache_dir
+    return os.environ.get("TA_ACTORS_CACHE",
+                          str(Path(user_cache_dir("ta-actors")) / "market-cache.duckdb"))
+
+
+@dataclass
+class Team:
+    """Handles to every actor a run needs."""
+    store: Any
+    coordinator: Any
+    gateway: Any
+    market: Any
+    roles: dict[str, Any]
+
+
+def store_actor(path: str | os.PathLike) -> Any:
+    resolved = str(Path(path).expanduser().resolve())
+    digest = hashlib.sha256(resolved.encode()).hexdigest()[:12]
+    return _named(EventStoreActor, f"store-{digest}", resolved, pin_here=True)
+
+
+def team(store_path: str | os.PathLike, cache_path: str | None = None) -> Team:
+    gateway = _named(LLMGatewayActor, "llm-gateway")
+    market = _named(MarketDataActor, "market-data", cache_path or default_cache_path())
+    roles = {role: _named(RoleActor, f"role-{role}", role, gateway, market) for role in ROLES}
+    coordinator = _named(Coordinator, "coordinator", roles, gateway, market)
+    return Team(store_actor(store_path), coordinator, gateway, market, roles)
+
+
+def release_store(store: Any) -> None:
+    """Close the DuckDB file and end its actor (so other processes can open the file)."""
+    try:
+        ray.get(store.close.remote())
+    finally:
+        ray.kill(store, no_restart=True)

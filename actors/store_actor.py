@@ -1,0 +1,69 @@
+"""The one actor that owns the DuckDB file. Appends that arrive together are committed in one
+transaction (group commit); each caller is answered once its batch is durable."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import ray
+
+from events.store import AppendRequest
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class EventStoreActor:
+    def __init__(self, path: str):
+        from events.duckdb_store import DuckDBEventStore  # duckdb lives in this process only
+        self._store = DuckDBEventStore(path)
+        self.path = path
+        self._queue: list[tuple[AppendRequest, asyncio.Future]] = []
+        self._writer: asyncio.Task | None = None
+        self.commits = 0
+
+    async def append(self, stream: str, events: list, expected_version: int | None = None,
+                     idempotency_key: str | None = None) -> list:
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((AppendRequest(stream, events, expected_version, idempotency_key),
+                            future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                results = await asyncio.to_thread(self._store.append_batches,
+                                                  [req for req, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - every waiter learns the failure
+                results = [exc] * len(batch)
+            self.commits += 1
+            for (_, future), result in zip(batch, results):
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+    async def read_stream(self, stream: str, from_seq: int = 1) -> list:
+        return await asyncio.to_thread(self._store.read_stream, stream, from_seq)
+
+    async def read_all(self, after_position: int = 0, limit: int | None = None,
+                       types: list[str] | None = None) -> list:
+        return await asyncio.to_thread(self._store.read_all, after_position, limit, types)
+
+    async def list_streams(self) -> list:
+        return await asyncio.to_thread(self._store.list_streams)
+
+    async def version(self, stream: str) -> int:
+        return await asyncio.to_thread(self._store.version, stream)
+
+    async def verify(self, stream: str) -> Any:
+        return await asyncio.to_thread(self._store.verify, stream)
+
+    def stats(self) -> dict:
+        return {"path": self.path, "commits": self.commits,
+                "position": self._store.last_position()}
+
+    def close(self) -> bool:
+        self._store.close()
+        return True

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): run as modules, e.g. ``python -m bench.store``."""

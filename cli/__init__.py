@@ -1,0 +1,1 @@
+"""The `ta-actors` command line."""

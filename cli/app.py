@@ -1,0 +1,296 @@
+"""`ta-actors`: run the research team, and audit, report, resume and list runs."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from cli import display
+from cli.options import build_configs, default_store, new_run_id
+from cli.stores import open_reader, read_run
+from events.config import InvalidInput
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+app = typer.Typer(help="Multi-agent LLM trading research on Ray actors and an event store.",
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+memory_app = typer.Typer(help="The memory log: past decisions, outcomes and lessons.",
+                         no_args_is_help=True)
+app.add_typer(memory_app, name="memory")
+
+StoreOpt = Annotated[Optional[Path], typer.Option(
+    "--store", help="Event store file [default: env TA_ACTORS_STORE, else the user data dir].")]
+AddressOpt = Annotated[Optional[str], typer.Option(
+    "--address", help="Join a running Ray cluster ('auto' on a cluster node).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
+
+
+def fail(message: str, code: int = 2) -> None:
+    display.err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    try:
+        app()
+    except InvalidInput as exc:
+        display.err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        sys.exit(2)
+
+
+# ---- run / resume ---------------------------------------------------------------------------
+@app.command()
+def run(
+    tickers: Annotated[list[str], typer.Argument(help="One or more tickers, e.g. NVDA AAPL 7203.T")],
+    date: Annotated[str, typer.Option("--date", "-d", help="Trade date YYYY-MM-DD (not future).")],
+    analysts: Annotated[str, typer.Option(help="Comma list of analysts.")] = "market,social,news,fundamentals",
+    debate_rounds: Annotated[int, typer.Option(help="Bull/bear rounds (1-10).")] = 1,
+    risk_rounds: Annotated[int, typer.Option(help="Risk debate rounds (1-10).")] = 1,
+    offline: Annotated[bool, typer.Option("--offline", help="Offline model and synthetic data (unless --data-dir/--vendor).")] = False,
+    quick_model: Annotated[Optional[str], typer.Option(help="provider/model for analysts, debaters, trader.")] = None,
+    deep_model: Annotated[Optional[str], typer.Option(help="provider/model for the two managers.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible or local endpoint.")] = None,
+    vendor: Annotated[Optional[str], typer.Option(help="Data vendor for every category: yfinance, alpha_vantage, local, synthetic.")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="Folder of SYMBOL.csv files (local vendor).")] = None,
+    max_tool_calls: Annotated[Optional[int], typer.Option(help="Tool-call cap per analyst.")] = None,
+    token_budget: Annotated[Optional[int], typer.Option(help="Stop a run past this many tokens.")] = None,
+    cost_budget: Annotated[Optional[float], typer.Option(help="Stop a run past this cost (USD).")] = None,
+    language: Annotated[Optional[str], typer.Option(help="Report language (ratings stay English).")] = None,
+    latency: Annotated[Optional[float], typer.Option(help="Offline model: simulated seconds per call.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
+    store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Research TICKERS on --date with the whole team, in parallel; print the ratings."""
+    store = store or default_store()
+    configs = build_configs(tickers, date, analysts, debate_rounds, risk_rounds, offline,
+                            quick_model, deep_model, base_url, vendor, data_dir,
+                            max_tool_calls=max_tool_calls, token_budget=token_budget,
+                            cost_budget_usd=cost_budget, output_language=language,
+                            offline_latency_s=latency)
+    _check_keys(configs[0])
+    from events import domain as d
+    from events.envelope import NewEvent
+    requests = []
+    for config in configs:
+        run_id = new_run_id(config)
+        requests.append((run_id, [NewEvent(d.RunRequested(run_id=run_id, config=config), "cli")]))
+    rows = _drive(store, address, requests, out, as_json)
+    _finish(rows, as_json)
+
+
+@app.command()
+def resume(
+    run_id: Annotated[str, typer.Argument(help="The run to continue.")],
+    token_budget: Annotated[Optional[int], typer.Option(help="A new token budget.")] = None,
+    cost_budget: Annotated[Optional[float], typer.Option(help="A new cost budget (USD).")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Reports folder.")] = None,
+    store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Continue an interrupted or failed run from its last event, with its own configuration."""
+    store = store or default_store()
+    from events import domain as d
+    from events.envelope import NewEvent
+    from projections.run_state import project
+    reader = open_reader(store, address)
+    try:
+        state = project(read_run(reader, run_id, store))
+    finally:
+        reader.close()
+    if state.status == "completed":
+        display.err.print(f"{run_id} already completed with rating {state.rating}")
+        _finish([_row(run_id, state, _reports_dir(store, out, run_id))], as_json)
+        return
+    _check_keys(state.config)
+    resumed = d.RunResumed(reason="resume requested", token_budget=token_budget,
+                           cost_budget_usd=cost_budget)
+    rows = _drive(store, address, [(run_id, [NewEvent(resumed, "cli")])], out, as_json)
+    _finish(rows, as_json)
+
+
+def _check_keys(config: Any) -> None:
+    if config.is_offline:
+        return
+    from providers.keys import check_keys
+    try:
+        for warning in check_keys([config.quick_model, config.deep_model], config.base_url):
+            display.err.print(f"[yellow]warning:[/] {warning}")
+    except Exception as exc:  # MissingKeyError: names the variable
+        fail(str(exc).splitlines()[0])
+
+
+def _drive(store: Path, address: str | None, requests: list, out: Path | None,
+           as_json: bool) -> list[dict]:
+    import ray
+
+    from actors import runtime
+    from projections.reports import render_reports
+    from projections.run_state import project
+    owned = runtime.start(address)
+    team = runtime.team(store)
+    started = time.monotonic()
+    try:
+        for run_id, events in requests:
+            key = f"request:{run_id}" if events[0].payload.type == "RunRequested" else None
+            ray.get(team.store.append.remote(run_id, events, None, key))
+        refs = {run_id: team.coordinator.drive.remote(team.store, run_id)
+                for run_id, _ in requests}
+        states = _follow(team.store, list(refs), refs, started, quiet=as_json)
+        rows = []
+        for run_id in refs:
+            ray.get(refs[run_id])
+            state = project(ray.get(team.store.read_stream.remote(run_id)))
+            folder = _reports_dir(store, out, run_id)
+            _write(folder, render_reports(state))
+            rows.append(_row(run_id, state, folder))
+        return rows
+    finally:
+        if owned or not address:
+            runtime.release_store(team.store)
+        if owned:
+            ray.shutdown()
+
+
+def _follow(store: Any, run_ids: list[str], refs: dict, started: float, quiet: bool) -> dict:
+    """Live progress from the store itself until every drive has returned."""
+    import ray
+    from rich.live import Live
+
+    from projections.run_state import project
+    states = {rid: project(ray.get(store.read_stream.remote(rid))) for rid in run_ids}
+    position = max(e.position for rid in run_ids
+                   for e in ray.get(store.read_stream.remote(rid))[-1:]) if run_ids else 0
+    pending = list(refs.values())
+    live = None if quiet or not display.err.is_terminal else Live(
+        display.progress_table(states, started), console=display.err, refresh_per_second=4)
+    if live:
+        live.start()
+    try:
+        while True:
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.25)
+            for e in ray.get(store.read_all.remote(position)):
+                position = e.position
+                if e.stream in states:
+                    before = states[e.stream]
+                    states[e.stream] = project([e], before)
+                    if not quiet and not live:
+                        _log_line(e, states[e.stream], started)
+            if live:
+                live.update(display.progress_table(states, started))
+            if not pending:
+                return states
+    finally:
+        if live:
+            live.stop()
+
+
+def _log_line(e: Any, state: Any, started: float) -> None:
+    if e.type in ("AnalystReportSubmitted", "DebateArgumentMade", "InvestmentPlanIssued",
+                  "TradeProposed", "RiskArgumentMade", "PortfolioDecisionIssued", "RunCompleted",
+                  "RunFailed"):
+        from projections.timeline import SUMMARIES
+        display.err.print(f"[{time.monotonic() - started:6.1f}s] {state.ticker:<8} "
+                          f"{e.type:<24} {SUMMARIES[e.type](e.payload)}", soft_wrap=True)
+
+
+def _reports_dir(store: Path, out: Path | None, run_id: str) -> Path:
+    return (out or Path(store).expanduser().parent / "reports") / run_id
+
+
+def _write(folder: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def _row(run_id: str, state: Any, folder: Path) -> dict:
+    return {"ticker": state.ticker, "trade_date": str(state.config.trade_date), "run_id": run_id,
+            "status": state.status, "rating": state.rating,
+            "reason": state.failure.reason if state.failure else None,
+            "reports": str(folder / "complete_report.md") if state.decision else None,
+            "llm_calls": state.usage.llm_calls, "tool_calls": state.usage.tool_calls,
+            "tokens": state.usage.tokens, "cost_usd": round(state.usage.cost_usd, 6)}
+
+
+def _finish(rows: list[dict], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        display.Console().print(display.final_table(rows))
+    if any(r["status"] != "completed" for r in rows):
+        raise typer.Exit(1)
+
+
+# ---- audit and reports ----------------------------------------------------------------------
+@app.command()
+def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
+           store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
+    """Audit a run: timeline, hash-chain check, reports rebuilt, decision re-derived."""
+    store = store or default_store()
+    from cli.audit import audit
+    reader = open_reader(store, address)
+    try:
+        events = read_run(reader, run_id, store)
+        result = audit(run_id, events, reader.verify(run_id))
+    finally:
+        reader.close()
+    if as_json:
+        typer.echo(json.dumps(result.as_json(events), default=str))
+    else:
+        from projections.timeline import timeline
+        console = display.Console()
+        console.print(display.timeline_table(timeline(events), run_id))
+        for line in result.summary_lines():
+            console.print(line, soft_wrap=True)
+    if not (result.verified and result.decision_matches):
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
+           out: Annotated[Optional[Path], typer.Option(help="Folder (default ./reports/RUN_ID).")] = None,
+           store: StoreOpt = None, address: AddressOpt = None) -> None:
+    """Write the run's reports as markdown: one file per role by stage, plus the complete one."""
+    store = store or default_store()
+    from projections.reports import render_reports
+    from projections.run_state import project
+    reader = open_reader(store, address)
+    try:
+        state = project(read_run(reader, run_id, store))
+    finally:
+        reader.close()
+    folder = out or Path("reports") / run_id
+    files = render_reports(state)
+    _write(folder, files)
+    typer.echo(f"wrote {len(files)} files to {folder}")
+
+
+@app.command()
+def runs(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
+    """List runs with status, ticker, date and rating."""
+    store = store or default_store()
+    from projections.runs import RUN_SUMMARY_TYPES, summarize_runs
+    if not store.exists() and not address:
+        fail(f"no event store at {store}")
+    reader = open_reader(store, address)
+    try:
+        rows = summarize_runs(reader.read_all(types=list(RUN_SUMMARY_TYPES)))
+    finally:
+        reader.close()
+    if as_json:
+        typer.echo(json.dumps([r.__dict__ for r in rows], default=str, indent=2))
+        return
+    from rich.table import Table
+    table = Table(title=f"runs in {store}")
+    for col in ("run id", "ticker", "date", "status", "rating", "updated"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.run_id, r.ticker, str(r.trade_date), r.status, r.rating or "-",
+                      r.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
+    display.Console().print(table)

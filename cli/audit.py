@@ -1,0 +1,70 @@
+"""What `ta-actors replay` checks: the hash chain, and that the decision re-derived from the
+recorded model output is the decision the run recorded."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from events import domain as d
+from events.decisions import PortfolioDecision
+from events.rating import parse_rating
+from projections.reports import render_reports
+from projections.run_state import project
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    run_id: str
+    verified: bool
+    problem: str | None
+    rating: str | None
+    rederived: str | None
+    completed_rating: str | None
+    decision_matches: bool
+    status: str
+    reports: dict[str, str]
+
+    def summary_lines(self) -> list[str]:
+        chain = "[green]intact[/]" if self.verified else f"[red]BROKEN[/]: {self.problem}"
+        match = ("[green]yes[/]" if self.decision_matches else
+                 f"[red]no[/] (recorded {self.rating}, completed {self.completed_rating}, "
+                 f"re-derived {self.rederived})")
+        return [f"hash chain: {chain}", f"status: {self.status}",
+                f"rating: {self.rating or '-'}", f"decision re-derived from the model output "
+                f"matches the record: {match}",
+                f"reports rebuilt: {len(self.reports)} files"]
+
+    def as_json(self, events: list) -> dict:
+        return {"run_id": self.run_id, "verified": self.verified, "problem": self.problem,
+                "status": self.status, "rating": self.rating,
+                "decision_matches": self.decision_matches, "rederived_rating": self.rederived,
+                "reports": sorted(self.reports),
+                "events": [{"type": e.type, "seq": e.seq, "position": e.position,
+                            "actor": e.actor, "recorded_at": e.recorded_at.isoformat(),
+                            "causation_id": e.causation_id, "hash": e.hash,
+                            "payload": e.payload.model_dump(mode="json")} for e in events]}
+
+
+def rederive(events: list) -> str | None:
+    """The rating the portfolio manager's recorded reply implies, parsed afresh."""
+    calls = [e.payload for e in events if isinstance(e.payload, d.LLMCallCompleted)
+             and e.payload.role == "portfolio_manager"]
+    if not calls:
+        return None
+    last = calls[-1]
+    if last.structured and last.output_mode != "freetext":
+        try:
+            return PortfolioDecision.model_validate(last.structured).rating.value
+        except ValueError:
+            return None
+    return parse_rating(last.response_text).value
+
+
+def audit(run_id: str, events: list, verification: Any) -> AuditResult:
+    state = project(events)
+    completed = next((e.payload.rating.value for e in events
+                      if isinstance(e.payload, d.RunCompleted)), None)
+    again = rederive(events)
+    matches = state.rating is not None and state.rating == completed == again
+    return AuditResult(run_id, verification.ok, verification.problem, state.rating, again,
+                       completed, matches, state.status, render_reports(state))

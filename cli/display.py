@@ -1,0 +1,61 @@
+"""Terminal rendering: live progress, the final table, the replay timeline. Everything shown
+is a projection of the events, so the screen can never disagree with the record."""
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from projections.run_state import RunState
+from projections.schedule import next_step
+from projections.timeline import TimelineRow
+
+err = Console(stderr=True, highlight=False)
+
+
+def total_turns(s: RunState) -> int:
+    c = s.config
+    return len(c.analysts) + 2 * c.debate_rounds + 2 + 3 * c.risk_rounds + 1
+
+
+def current_roles(s: RunState) -> str:
+    if s.finished:
+        return s.status
+    step = next_step(s)
+    if step.kind == "prepare":
+        return "resolving context"
+    return ", ".join(t.role for t in step.turns) or step.kind
+
+
+def progress_table(states: dict[str, RunState], started: float) -> Table:
+    table = Table(title=f"ta-actors · {time.monotonic() - started:5.1f} s", expand=False)
+    for col in ("ticker", "now", "turns", "LLM", "tools", "tokens", "rating"):
+        table.add_column(col)
+    for s in states.values():
+        if s.config is None:
+            continue
+        table.add_row(s.ticker, current_roles(s), f"{len(s.answered)}/{total_turns(s)}",
+                      str(s.usage.llm_calls), str(s.usage.tool_calls), f"{s.usage.tokens:,}",
+                      s.rating or "-")
+    return table
+
+
+def final_table(rows: list[dict]) -> Table:
+    table = Table(title="ta-actors results")
+    for col in ("ticker", "date", "rating", "status", "run id", "reports"):
+        table.add_column(col)
+    for r in rows:
+        status = r["status"] if r["status"] != "failed" else f"failed: {r.get('reason') or ''}"
+        table.add_row(r["ticker"], str(r["trade_date"]), r.get("rating") or "-", status,
+                      r["run_id"], r.get("reports") or "-")
+    return table
+
+
+def timeline_table(rows: list[TimelineRow], run_id: str) -> Table:
+    table = Table(title=f"timeline of {run_id}")
+    for col in ("seq", "time", "actor", "event", "summary"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(str(r.seq), r.recorded_at, r.actor, r.type, r.summary)
+    return table

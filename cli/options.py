@@ -1,0 +1,97 @@
+"""Turning command-line words into a validated RunConfig, before anything is started or
+written. Every failure is an InvalidInput with one line a user can act on."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from events.config import (ANALYSTS, DEFAULT_VENDORS, InvalidInput, RunConfig, validate_ticker,
+                           validate_trade_date)
+
+VENDORS = ("yfinance", "alpha_vantage", "local", "synthetic")
+#: Environment variables that set defaults (flags win).
+ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
+       "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
+       "vendor": "TA_ACTORS_VENDOR", "data_dir": "TA_ACTORS_DATA_DIR",
+       "language": "TA_ACTORS_OUTPUT_LANGUAGE"}
+
+
+def default_store() -> Path:
+    if os.environ.get(ENV["store"]):
+        return Path(os.environ[ENV["store"]]).expanduser()
+    from platformdirs import user_data_dir
+    return Path(user_data_dir("ta-actors")) / "events.duckdb"
+
+
+def parse_analysts(raw: str) -> tuple[str, ...]:
+    names = tuple(a.strip().lower() for a in raw.split(",") if a.strip())
+    unknown = [a for a in names if a not in ANALYSTS]
+    if unknown or not names:
+        raise InvalidInput(f"unknown analyst {', '.join(unknown) or '(none given)'}; "
+                           f"choose from {', '.join(ANALYSTS)}")
+    return names
+
+
+def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
+                  ) -> dict[str, tuple[str, ...]]:
+    """One vendor for every category (social keeps its own chain unless offline)."""
+    if vendor is None:
+        vendor = "local" if data_dir else ("synthetic" if offline else None)
+    if vendor is None:
+        return dict(DEFAULT_VENDORS)
+    if vendor not in VENDORS:
+        raise InvalidInput(f"unknown vendor {vendor!r}; choose from {', '.join(VENDORS)}")
+    if vendor == "local" and not data_dir:
+        raise InvalidInput("--vendor local needs --data-dir DIR (a folder of SYMBOL.csv files)")
+    chains = {category: (vendor,) for category in DEFAULT_VENDORS}
+    if vendor in ("yfinance", "alpha_vantage"):
+        chains["social"] = DEFAULT_VENDORS["social"]
+    elif vendor == "local":
+        chains["social"] = ("local",)
+    return chains
+
+
+def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: int,
+                  risk_rounds: int, offline: bool, quick_model: str | None,
+                  deep_model: str | None, base_url: str | None, vendor: str | None,
+                  data_dir: str | None, **extra: object) -> list[RunConfig]:
+    if not tickers:
+        raise InvalidInput("give at least one ticker")
+    symbols = [validate_ticker(t) for t in tickers]
+    if len(set(symbols)) != len(symbols):
+        raise InvalidInput(f"a ticker is repeated: {' '.join(symbols)}")
+    trade_date = validate_trade_date(date)
+    for name, value in (("--debate-rounds", debate_rounds), ("--risk-rounds", risk_rounds)):
+        if not 1 <= value <= 10:
+            raise InvalidInput(f"{name} must be between 1 and 10, not {value}")
+    if data_dir and not Path(data_dir).expanduser().is_dir():
+        raise InvalidInput(f"--data-dir {data_dir} is not a folder")
+    quick = "offline/quick" if offline else (quick_model or os.environ.get(ENV["quick_model"])
+                                             or "offline/quick")
+    deep = "offline/deep" if offline else (deep_model or os.environ.get(ENV["deep_model"])
+                                           or "offline/deep")
+    fields = dict(analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
+                  risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
+                  base_url=base_url or os.environ.get(ENV["base_url"]),
+                  vendors=vendor_chains(vendor or os.environ.get(ENV["vendor"]),
+                                        data_dir, offline),
+                  data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None,
+                  **{k: v for k, v in extra.items() if v is not None})
+    try:
+        return [RunConfig(ticker=s, trade_date=trade_date, **fields) for s in symbols]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InvalidInput(f"invalid setting {where}: {first['msg']}") from None
+
+
+def new_run_id(config: RunConfig) -> str:
+    import uuid
+    return f"{config.ticker}-{config.trade_date}-{uuid.uuid4().hex[:8]}"
+
+
+def today() -> dt.date:
+    return dt.date.today()

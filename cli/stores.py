@@ -1,0 +1,54 @@
+"""Reading a store from the CLI: the file directly when no run holds it, else through the
+cluster's store actor (``--address``)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from events.config import InvalidInput
+from events.store import StoreError
+
+
+class ActorReader:
+    """The read API of EventStore, answered by a running store actor."""
+
+    def __init__(self, handle: Any):
+        import ray
+        self._ray, self._h = ray, handle
+
+    def read_stream(self, stream: str, from_seq: int = 1) -> list:
+        return self._ray.get(self._h.read_stream.remote(stream, from_seq))
+
+    def read_all(self, after_position: int = 0, limit: int | None = None,
+                 types: list[str] | None = None) -> list:
+        return self._ray.get(self._h.read_all.remote(after_position, limit, types))
+
+    def list_streams(self) -> list:
+        return self._ray.get(self._h.list_streams.remote())
+
+    def verify(self, stream: str) -> Any:
+        return self._ray.get(self._h.verify.remote(stream))
+
+    def close(self) -> None:
+        """The actor stays; nothing to release here."""
+
+
+def open_reader(store: Path, address: str | None) -> Any:
+    if address:
+        from actors import runtime
+        runtime.start(address)
+        return ActorReader(runtime.store_actor(store))
+    from events.duckdb_store import DuckDBEventStore
+    if not store.exists():
+        raise InvalidInput(f"no event store at {store} (run something first, or pass --store)")
+    try:
+        return DuckDBEventStore(store, read_only=True)
+    except StoreError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def read_run(reader: Any, run_id: str, store: Path) -> list:
+    events = reader.read_stream(run_id)
+    if not events or events[0].type != "RunRequested":
+        raise InvalidInput(f"no run {run_id!r} in {store} (see `ta-actors runs`)")
+    return events

@@ -1,0 +1,82 @@
+"""Technical indicators by the names the market analyst knows, computed with pandas-ta.
+
+A table (name -> description, computation) rather than an if-ladder, so the list offered to
+the model, the validation message and the computation can never disagree. ``talib=False``
+everywhere: results must not change with whether TA-Lib happens to be installed."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Indicator:
+    description: str
+    compute: Callable[["pd.DataFrame"], "pd.Series"]
+
+
+def _ta():
+    import pandas_ta as ta
+    return ta
+
+
+def _col(frame: "pd.DataFrame", prefix: str) -> "pd.Series":
+    return frame[[c for c in frame.columns if c.startswith(prefix)][0]]
+
+
+def _macd(prefix: str):
+    return lambda df: _col(_ta().macd(df["close"], 12, 26, 9, talib=False), prefix)
+
+
+def _boll(prefix: str):
+    return lambda df: _col(_ta().bbands(df["close"], length=20, lower_std=2.0, upper_std=2.0,
+                                        ddof=0, talib=False), prefix)
+
+
+INDICATORS: dict[str, Indicator] = {
+    "close_50_sma": Indicator("50-day simple moving average of close: medium-term trend.",
+                              lambda df: _ta().sma(df["close"], 50, talib=False)),
+    "close_200_sma": Indicator("200-day simple moving average of close: long-term trend.",
+                               lambda df: _ta().sma(df["close"], 200, talib=False)),
+    "close_10_ema": Indicator("10-day exponential moving average of close: short-term momentum.",
+                              lambda df: _ta().ema(df["close"], 10, talib=False)),
+    "macd": Indicator("MACD line: EMA(12) - EMA(26) of close.", _macd("MACD_")),
+    "macds": Indicator("MACD signal: EMA(9) of the MACD line.", _macd("MACDs_")),
+    "macdh": Indicator("MACD histogram: MACD line - signal.", _macd("MACDh_")),
+    "rsi": Indicator("RSI(14), Wilder smoothing: >70 overbought, <30 oversold.",
+                     lambda df: _ta().rsi(df["close"], 14, talib=False)),
+    "boll": Indicator("Bollinger middle band: 20-day SMA of close.", _boll("BBM_")),
+    "boll_ub": Indicator("Bollinger upper band: middle + 2 population std (20 days).",
+                         _boll("BBU_")),
+    "boll_lb": Indicator("Bollinger lower band: middle - 2 population std (20 days).",
+                         _boll("BBL_")),
+    "atr": Indicator("ATR(14), Wilder smoothing of true range: volatility in price units.",
+                     lambda df: _ta().atr(df["high"], df["low"], df["close"], 14, talib=False)),
+    "vwma": Indicator("20-day volume-weighted moving average of close.",
+                      lambda df: _ta().vwma(df["close"], df["volume"], 20)),
+    "mfi": Indicator("Money Flow Index(14): volume-weighted RSI of typical price.",
+                     lambda df: _ta().mfi(df["high"], df["low"], df["close"], df["volume"], 14,
+                                          talib=False)),
+}
+
+
+class UnknownIndicator(ValueError):
+    pass
+
+
+def compute(name: str, bars: "pd.DataFrame") -> "pd.Series":
+    """The named indicator over ``bars`` (normalised frame); NaN where the window is short."""
+    import pandas as pd
+    key = (name or "").strip().lower()
+    if key not in INDICATORS:
+        raise UnknownIndicator(f"unknown indicator {name!r}; valid indicators: "
+                               + ", ".join(INDICATORS))
+    if bars.empty:
+        return pd.Series(dtype=float, index=bars.index)
+    out = INDICATORS[key].compute(bars)
+    if out is None:  # pandas-ta returns None when the series is shorter than the window
+        return pd.Series(float("nan"), index=bars.index)
+    return out.astype(float).reindex(bars.index)

@@ -1,0 +1,202 @@
+"""MarketData: the one object actors talk to for market facts.
+
+It owns the vendor chains, the download cache and the look-ahead guards. Every fetch below
+filters to the trade date itself, whatever the vendor returned, so a vendor that ignores the
+requested range can never leak the future into a run."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+from events.config import DEFAULT_VENDORS, InvalidInput
+from events.records import Instrument, MarketSnapshot, ToolResult
+
+from . import snapshot as snap
+from .frames import between
+from .model import NoData, day_of
+from .router import Answer, DataError, route
+from .symbols import benchmark_for as _benchmark_for
+from .symbols import to_yahoo
+
+if TYPE_CHECKING:
+    import requests
+
+__all__ = ["MarketData", "DataError"]
+VENDOR_NAMES = ("yfinance", "alpha_vantage", "reddit", "stocktwits", "local", "synthetic")
+
+
+class MarketData:
+    def __init__(self, vendors: Mapping[str, Sequence[str]] | None = None,
+                 tool_vendors: Mapping[str, Sequence[str]] | None = None,
+                 data_dir: str | None = None, cache_path: str | None = None,
+                 session: "requests.Session | None" = None, *,
+                 retry_delays: Sequence[float] = (1.0, 4.0, 10.0)):
+        self.vendors = {**DEFAULT_VENDORS, **{k: tuple(v) for k, v in (vendors or {}).items()}}
+        self.tool_vendors = {k: tuple(v) for k, v in (tool_vendors or {}).items()}
+        for chain in [*self.vendors.values(), *self.tool_vendors.values()]:
+            for name in chain:
+                if name not in VENDOR_NAMES:
+                    raise InvalidInput(f"unknown data vendor {name!r}; known vendors: "
+                                       + ", ".join(VENDOR_NAMES))
+        self.data_dir, self.session, self.retry_delays = data_dir, session, tuple(retry_delays)
+        self._cache = None
+        if cache_path:
+            from .cache import Cache
+            self._cache = Cache(cache_path)
+        self._instances: dict[str, Any] = {}
+
+    # -- vendors ---------------------------------------------------------------------------
+    def _vendor(self, name: str) -> Any:
+        if name not in self._instances:
+            self._instances[name] = self._make(name)
+        return self._instances[name]
+
+    def _make(self, name: str) -> Any:
+        if name == "local":
+            from .vendors.local import LocalVendor
+            return LocalVendor(self.data_dir)
+        if name == "synthetic":
+            from .vendors.synthetic import SyntheticVendor
+            return SyntheticVendor()
+        if name == "yfinance":
+            from .vendors.yfinance_vendor import YFinanceVendor
+            vendor = YFinanceVendor(session=self.session, retry_delays=self.retry_delays)
+        elif name == "alpha_vantage":
+            from .vendors.alpha_vantage import AlphaVantageVendor
+            vendor = AlphaVantageVendor(os.environ.get("ALPHA_VANTAGE_API_KEY"), self.session)
+        elif name == "reddit":
+            from .vendors.reddit import RedditVendor
+            return RedditVendor(self.session)
+        else:
+            from .vendors.stocktwits import StocktwitsVendor
+            return StocktwitsVendor(self.session)
+        if self._cache is not None:
+            from .cache import CachedVendor
+            return CachedVendor(vendor, self._cache)
+        return vendor
+
+    def chain(self, category: str, tool: str | None = None) -> list[Any]:
+        names = self.tool_vendors.get(tool) if tool else None
+        return [self._vendor(n) for n in (names or self.vendors.get(category, ()))]
+
+    def _route(self, category: str, tool: str | None, capability: str,
+               call: Callable[[Callable], Any], what: str) -> Answer:
+        return route(self.chain(category, tool), capability, call, what)
+
+    # -- guarded fetches (each drops whatever is after the trade date) ---------------------
+    def bars(self, symbol: str, start: dt.date, end: dt.date, *, category: str = "prices",
+             tool: str | None = None) -> Answer:
+        def call(fn):
+            got = between(fn(symbol, start, end), start, end)
+            if got.empty:
+                raise NoData(f"no bars between {start} and {end}")
+            return got
+        return self._route(category, tool, "prices", call, f"prices for {symbol}")
+
+    def statement(self, symbol: str, kind: str, freq: str, trade_date: dt.date,
+                  tool: str | None = None) -> Answer:
+        def call(fn):
+            periods = [p for p in fn(symbol, kind, freq) if p.period_end <= trade_date
+                       and (p.filed is None or p.filed <= trade_date)]
+            if not periods:
+                raise NoData(f"no {freq} {kind} statement ended and filed by {trade_date}")
+            return sorted(periods, key=lambda p: p.period_end, reverse=True)
+        return self._route("fundamentals", tool, "statement", call,
+                           f"{freq} {kind} statement for {symbol}")
+
+    def fundamentals(self, symbol: str, trade_date: dt.date, tool: str | None = None) -> Answer:
+        def call(fn):
+            got = fn(symbol, trade_date)
+            as_of = got.as_of or dt.date.today()
+            if as_of > trade_date:
+                raise NoData(f"key statistics are as of {as_of}, after trade date {trade_date}")
+            if not got.values:
+                raise NoData("no key statistics")
+            return got
+        return self._route("fundamentals", tool, "fundamentals", call,
+                           f"fundamentals for {symbol}")
+
+    def news(self, symbol: str | None, start: dt.date, end: dt.date, limit: int = 20,
+             tool: str | None = None) -> Answer:
+        def call(fn):
+            raw = fn(symbol, start, end) if symbol else fn(start, end, limit)
+            items = [n for n in raw if start <= day_of(n.published) <= end]
+            if not items:
+                raise NoData(f"no news published between {start} and {end}")
+            return sorted(items, key=lambda n: n.published, reverse=True)[:limit]
+        capability = "news" if symbol else "global_news"
+        return self._route("news", tool, capability, call, f"news for {symbol or 'markets'}")
+
+    def insider(self, symbol: str, trade_date: dt.date, tool: str | None = None) -> Answer:
+        def call(fn):
+            rows = [r for r in fn(symbol) if r.date <= trade_date]
+            if not rows:
+                raise NoData(f"no insider transactions on or before {trade_date}")
+            return sorted(rows, key=lambda r: r.date, reverse=True)
+        return self._route("fundamentals", tool, "insider", call,
+                           f"insider transactions for {symbol}")
+
+    def social(self, symbol: str, start: dt.date, end: dt.date,
+               tool: str | None = None) -> list[tuple[str, list | str]]:
+        """Every social vendor is asked (not just the first): the sentiment analyst wants both
+        Reddit and StockTwits. A failing vendor yields an "unavailable" line, never an error."""
+        out: list[tuple[str, list | str]] = []
+        for vendor in self.chain("social", tool):
+            fn = getattr(vendor, "social", None)
+            if fn is None:
+                continue
+            try:
+                posts = [p for p in fn(symbol, start, end) if start <= day_of(p.created) <= end]
+                out.append((vendor.name, sorted(posts, key=lambda p: p.created, reverse=True)
+                            or f"no posts between {start} and {end}"))
+            except Exception as exc:
+                out.append((vendor.name, f"unavailable ({' '.join(str(exc).split())[:200]})"))
+        return out
+
+    # -- the contract ----------------------------------------------------------------------
+    def call_tool(self, name: str, arguments: dict, trade_date: dt.date) -> ToolResult:
+        from .tools import dispatch
+        return dispatch(self, name, arguments, trade_date)
+
+    def snapshot(self, ticker: str, trade_date: dt.date, n_closes: int = 30,
+                 tool: str | None = None) -> MarketSnapshot | None:
+        symbol = to_yahoo(ticker)
+        answer = self.bars(symbol, snap.history_start(trade_date), trade_date, tool=tool)
+        if not answer.found:
+            return None
+        return snap.build(symbol, trade_date, answer.value, answer.vendor, n_closes)
+
+    def identity(self, ticker: str) -> Instrument:
+        try:
+            symbol = to_yahoo(ticker)
+        except InvalidInput as exc:
+            return Instrument(ticker=str(ticker), symbol=str(ticker), available=False,
+                              note=str(exc))
+
+        def call(fn):
+            info = fn(symbol)
+            if not info or not info.get("name"):
+                raise NoData("no name known")
+            return info
+        try:
+            answer = self._route("identity", None, "identity", call, f"identity of {symbol}")
+        except DataError as exc:
+            return Instrument(ticker=ticker, symbol=symbol, available=False, note=str(exc))
+        if not answer.found:
+            return Instrument(ticker=ticker, symbol=symbol, available=False,
+                              note=f"no vendor knew {ticker!r} (tried as {symbol!r}): "
+                                   + "; ".join(answer.reasons))
+        fields = {k: answer.value.get(k) for k in
+                  ("name", "sector", "industry", "exchange", "currency")}
+        return Instrument(ticker=ticker, symbol=symbol, vendor=answer.vendor,
+                          **{k: (str(v) if v is not None else None) for k, v in fields.items()})
+
+    def closes(self, symbol: str, start: dt.date, end: dt.date) -> list[tuple[dt.date, float]]:
+        answer = self.bars(to_yahoo(symbol), start, end)
+        if not answer.found:
+            return []
+        return [(ts.date(), float(c)) for ts, c in answer.value["close"].items()]
+
+    def benchmark_for(self, ticker: str, configured: str | None = None) -> str:
+        return _benchmark_for(ticker, configured)

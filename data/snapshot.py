@@ -1,0 +1,53 @@
+"""The verified market snapshot: exact numbers fixed before the analysts start.
+
+Deterministic by construction: the same bars give the same snapshot, and the indicator
+window is a fixed span before the trade date (not "whatever history the vendor had"), so two
+vendors with the same bars agree to the last digit."""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import TYPE_CHECKING
+
+from events.records import Bar, MarketSnapshot
+
+from .indicators import compute
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SNAPSHOT_INDICATORS = ("close_10_ema", "close_50_sma", "close_200_sma", "rsi", "boll",
+                       "boll_ub", "boll_lb", "macd", "macds", "macdh", "atr")
+#: Calendar days of history before the trade date used for every indicator (SMA-200 needs
+#: ~290 calendar days; the rest lets EMA/Wilder smoothing converge far below 1e-9).
+HISTORY_DAYS = 800
+
+
+def history_start(trade_date: dt.date, look_back_days: int = 0) -> dt.date:
+    return trade_date - dt.timedelta(days=HISTORY_DAYS + max(0, look_back_days))
+
+
+def _num(value: float) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else round(float(value), 6)
+
+
+def build(symbol: str, trade_date: dt.date, bars: "pd.DataFrame", vendor: str,
+          n_closes: int = 30) -> MarketSnapshot | None:
+    """Snapshot from normalised bars; None when there is no bar on or before the date."""
+    import pandas as pd
+    bars = bars[bars.index <= pd.Timestamp(trade_date)]
+    if bars.empty:
+        return None
+    last = bars.iloc[-1]
+    day = bars.index[-1].date()
+    indicators = {name: _num(compute(name, bars).iloc[-1]) for name in SNAPSHOT_INDICATORS}
+    tail = bars["close"].iloc[-n_closes:]
+    return MarketSnapshot(
+        symbol=symbol, trade_date=trade_date,
+        last_bar=Bar(date=day, open=round(float(last["open"]), 6),
+                     high=round(float(last["high"]), 6), low=round(float(last["low"]), 6),
+                     close=round(float(last["close"]), 6), volume=float(last["volume"])),
+        indicators=indicators,
+        recent_closes=[(ts.date(), round(float(c), 6)) for ts, c in tail.items()],
+        vendor=vendor)

@@ -1,0 +1,71 @@
+"""Broker and TradingView spellings -> Yahoo symbols, and the alpha benchmark per ticker.
+
+The mapping lives in symbols.json (data, not code) so a new alias or exchange is one line.
+Normalisation is pure string work; the result always passes ``validate_ticker`` before it can
+reach a path, a file name or a query."""
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+
+from events.config import validate_ticker
+
+_TABLE_PATH = Path(__file__).with_name("symbols.json")
+
+
+@lru_cache(maxsize=1)
+def table() -> dict:
+    return json.loads(_TABLE_PATH.read_text())
+
+
+def safe(sym: str) -> str:
+    """``validate_ticker`` that also admits a leading caret (index symbols such as ^GSPC, which
+    the shared check's regex rejects even though its own message cites it as an example)."""
+    sym = (sym or "").strip().upper()
+    if sym.startswith("^"):
+        return "^" + validate_ticker(sym[1:])
+    return validate_ticker(sym)
+
+
+def to_yahoo(raw: str) -> str:
+    """The Yahoo spelling of ``raw`` (e.g. BRK.B -> BRK-B, XAUUSD -> GC=F, TSE:7203 -> 7203.T).
+
+    Raises InvalidInput when the result is not a safe ticker."""
+    t = table()
+    s = re.sub(r"\s+", "", str(raw or "")).upper()
+    if ":" in s:
+        prefix, s = s.split(":", 1)
+        suffix = t["exchange_prefix"].get(prefix, "")
+        if suffix == ".HK" and s.isdigit():
+            s = s.lstrip("0").rjust(4, "0")  # Yahoo writes Hong Kong codes with 4 digits
+        if suffix and "." not in s:
+            s += suffix
+    if s in t["aliases"]:
+        return safe(t["aliases"][s])
+    pair = s.replace("/", "")
+    for base in t["crypto_bases"]:
+        quote = pair[len(base):]
+        if pair.startswith(base) and quote in t["crypto_quotes"]:
+            return validate_ticker(f"{base}-{t['crypto_quotes'][quote]}")
+    if len(pair) == 6 and pair[:3] in t["currencies"] and pair[3:] in t["currencies"]:
+        return validate_ticker(f"{pair}=X")
+    if "." in s:
+        head, tail = s.rsplit(".", 1)
+        if tail not in t["yahoo_suffixes"] and len(tail) <= 2 and tail.isalpha():
+            s = f"{head}-{tail}"  # share class: BRK.B -> BRK-B
+    return safe(s)
+
+
+def benchmark_for(ticker: str, configured: str | None = None) -> str:
+    """Configured benchmark if any, else the home index for the exchange suffix, else SPY."""
+    if configured:
+        return safe(configured)
+    t = table()
+    sym = to_yahoo(ticker)
+    if "." in sym:
+        suffix = sym.rsplit(".", 1)[1]
+        if suffix in t["benchmarks"]:
+            return t["benchmarks"][suffix]
+    return t["default_benchmark"]

@@ -1,0 +1,281 @@
+"""The tools analysts may call: JSON-schema specs and the dispatcher behind call_tool.
+
+Why the dispatcher never raises on bad input: a model's malformed call is a normal event,
+and the best repair is a text that says what was wrong and what is valid. All dates are
+clamped to the trade date here, before any vendor sees them."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable
+
+from events.config import InvalidInput
+from events.records import ToolResult, ToolSpec
+
+from .indicators import INDICATORS, UnknownIndicator, compute
+from .snapshot import history_start
+from .symbols import to_yahoo
+
+NO_DATA = "NO_DATA_AVAILABLE"
+MAX_ROWS = 400
+_S = {"type": "string"}
+_DATE = {"type": "string", "description": "YYYY-MM-DD"}
+_FREQ = {"type": "string", "enum": ["annual", "quarterly"], "default": "quarterly"}
+
+
+def _spec(name: str, description: str, props: dict[str, dict], required: list[str]) -> ToolSpec:
+    return ToolSpec(name=name, description=description, parameters={
+        "type": "object", "properties": props, "required": required})
+
+
+def _days(default: int, what: str) -> dict:
+    return {"type": "integer", "default": default, "description": what}
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in [
+    _spec("get_stock_data", "Daily OHLCV bars for a symbol between two dates (inclusive).",
+          {"symbol": _S, "start_date": _DATE, "end_date": _DATE},
+          ["symbol", "start_date", "end_date"]),
+    _spec("get_indicators", "Daily values of one technical indicator up to curr_date. Valid "
+          "indicators: " + ", ".join(INDICATORS) + ".",
+          {"symbol": _S, "indicator": {"type": "string", "enum": list(INDICATORS)},
+           "curr_date": _DATE, "look_back_days": _days(30, "calendar days of values")},
+          ["symbol", "indicator", "curr_date"]),
+    _spec("get_verified_market_snapshot", "Verified last bar, key indicators and recent closes "
+          "on or before curr_date: the source of truth for exact numbers.",
+          {"symbol": _S, "curr_date": _DATE, "look_back_days": _days(30, "closes to list")},
+          ["symbol", "curr_date"]),
+    _spec("get_news", "Company news published between two dates.",
+          {"ticker": _S, "start_date": _DATE, "end_date": _DATE},
+          ["ticker", "start_date", "end_date"]),
+    _spec("get_global_news", "Macro and market news in the days before curr_date.",
+          {"curr_date": _DATE, "look_back_days": _days(7, "calendar days"),
+           "limit": {"type": "integer", "default": 10}}, ["curr_date"]),
+    _spec("get_fundamentals", "Key statistics (valuation, profitability) as of curr_date.",
+          {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
+    *[_spec(f"get_{k}", f"{label} statements with periods ended and filed by curr_date.",
+            {"ticker": _S, "freq": _FREQ, "curr_date": _DATE}, ["ticker", "curr_date"])
+      for k, label in (("balance_sheet", "Balance sheet"), ("cashflow", "Cash flow"),
+                       ("income_statement", "Income"))],
+    _spec("get_insider_transactions", "Insider transactions on or before curr_date.",
+          {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
+    _spec("get_social_posts", "Recent Reddit and StockTwits posts about the ticker.",
+          {"ticker": _S, "curr_date": _DATE, "look_back_days": _days(7, "calendar days")},
+          ["ticker", "curr_date"]),
+]}
+TOOL_CATEGORY = {"get_stock_data": "prices", "get_indicators": "indicators",
+                 "get_verified_market_snapshot": "prices", "get_news": "news",
+                 "get_global_news": "news", "get_social_posts": "social",
+                 **{n: "fundamentals" for n in ("get_fundamentals", "get_balance_sheet",
+                    "get_cashflow", "get_income_statement", "get_insider_transactions")}}
+_STATEMENT = {"get_balance_sheet": "balance", "get_cashflow": "cashflow",
+              "get_income_statement": "income"}
+
+
+class _Args:
+    """Argument access that turns every problem into InvalidInput with a usable message."""
+
+    def __init__(self, name: str, raw: dict, trade_date: dt.date):
+        self.name, self.raw, self.trade_date, self.notes = name, raw or {}, trade_date, []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.raw.get(key, default)
+        if value is None:
+            params = ", ".join(TOOL_SPECS[self.name].parameters["properties"])
+            raise InvalidInput(f"{self.name} needs argument {key!r} (parameters: {params})")
+        return value
+
+    def symbol(self, key: str) -> tuple[str, str]:
+        asked = str(self.get(key))
+        return asked, to_yahoo(asked)
+
+    def date(self, key: str) -> dt.date:
+        raw = self.get(key, self.trade_date.isoformat() if key == "curr_date" else None)
+        try:
+            day = dt.date.fromisoformat(str(raw).strip()[:10])
+        except ValueError:
+            raise InvalidInput(f"{key}={raw!r} is not a date in YYYY-MM-DD form") from None
+        if day > self.trade_date:
+            self.notes.append(f"{key} {day} clamped to trade date {self.trade_date}")
+            return self.trade_date
+        return day
+
+    def int(self, key: str, default: int, lo: int, hi: int) -> int:
+        try:
+            return max(lo, min(hi, int(self.get(key, default))))
+        except (TypeError, ValueError):
+            raise InvalidInput(f"{key}={self.raw.get(key)!r} is not a whole number") from None
+
+
+def _who(asked: str, symbol: str) -> str:
+    return repr(asked) if asked.upper() == symbol else f"{asked!r} (tried as {symbol!r})"
+
+
+def no_data(what: str, reasons: list[str]) -> ToolResult:
+    why = f" Vendors said: {'; '.join(reasons)}." if reasons else ""
+    return ToolResult(status="no_data", text=f"{NO_DATA}: no vendor had {what}; do not "
+                      f"estimate or invent these numbers.{why}")
+
+
+def _num(v: Any) -> str:
+    if v is None or v != v:
+        return "n/a"
+    return f"{v:,.4f}" if isinstance(v, float) and abs(v) < 1000 else (
+        f"{v:,.0f}" if isinstance(v, (int, float)) else str(v))
+
+
+def dispatch(md: Any, name: str, arguments: dict, trade_date: dt.date) -> ToolResult:
+    handler = _HANDLERS.get(name)
+    if handler is None:
+        return ToolResult(status="error", text=f"unknown tool {name!r}; valid tools: "
+                          + ", ".join(TOOL_SPECS))
+    args = _Args(name, arguments if isinstance(arguments, dict) else {}, trade_date)
+    try:
+        result = handler(md, args)
+    except (InvalidInput, UnknownIndicator) as exc:
+        return ToolResult(status="error", text=f"{name}: {exc}")
+    if args.notes and result.status == "ok":
+        result = result.model_copy(update={"text": result.text + "\n(" + "; ".join(args.notes)
+                                           + ")"})
+    return result
+
+
+def _stock_data(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("symbol")
+    start, end = a.date("start_date"), a.date("end_date")
+    ans = md.bars(sym, start, end, category="prices", tool=a.name)
+    if not ans.found:
+        return no_data(f"prices for {_who(asked, sym)} between {start} and {end}", ans.reasons)
+    bars = ans.value
+    head = f"# {sym} daily bars {start}..{end} (vendor {ans.vendor}; {len(bars)} rows"
+    if len(bars) > MAX_ROWS:
+        bars, head = bars.iloc[-MAX_ROWS:], head + f", last {MAX_ROWS} shown"
+    lines = [head + ")", "date,open,high,low,close,volume"]
+    lines += [f"{ts.date()},{r.open:.4f},{r.high:.4f},{r.low:.4f},{r.close:.4f},{r.volume:.0f}"
+              for ts, r in bars.iterrows()]
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _indicators(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("symbol")
+    indicator = str(a.get("indicator")).strip().lower()
+    if indicator not in INDICATORS:
+        raise UnknownIndicator(f"unknown indicator {indicator!r}; valid indicators: "
+                               + ", ".join(INDICATORS))
+    curr, back = a.date("curr_date"), a.int("look_back_days", 30, 1, 365)
+    ans = md.bars(sym, history_start(curr), curr, category="indicators", tool=a.name)
+    if not ans.found:
+        return no_data(f"prices to compute {indicator} for {_who(asked, sym)} up to {curr}",
+                       ans.reasons)
+    values = compute(indicator, ans.value)
+    window = values[values.index >= values.index[-1] - dt.timedelta(days=back)]
+    lines = [f"# {indicator} for {sym} from {curr - dt.timedelta(days=back)} to {curr} "
+             f"(vendor {ans.vendor}): {INDICATORS[indicator].description}"]
+    lines += [f"{ts.date()}: {_num(v)}" for ts, v in window.items()]
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _snapshot(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("symbol")
+    curr, n = a.date("curr_date"), a.int("look_back_days", 30, 1, 120)
+    got = md.snapshot(sym, curr, n_closes=n, tool=a.name)
+    if got is None:
+        return no_data(f"prices for {_who(asked, sym)} on or before {curr}", [])
+    return ToolResult(status="ok", text=got.render(), vendor=got.vendor)
+
+
+def _render_news(title: str, ans) -> ToolResult:
+    lines = [f"# {title} (vendor {ans.vendor})"]
+    for n in ans.value:
+        lines.append(f"- {n.published:%Y-%m-%d %H:%M} | {n.publisher or '?'} | {n.title}")
+        if n.summary:
+            lines.append(f"  {n.summary[:400]}")
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _news(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("ticker")
+    start, end = a.date("start_date"), a.date("end_date")
+    ans = md.news(sym, start, end, tool=a.name)
+    if not ans.found:
+        return no_data(f"news for {_who(asked, sym)} between {start} and {end}", ans.reasons)
+    return _render_news(f"News for {sym} {start}..{end}", ans)
+
+
+def _global_news(md, a: _Args) -> ToolResult:
+    curr = a.date("curr_date")
+    start = curr - dt.timedelta(days=a.int("look_back_days", 7, 1, 90))
+    ans = md.news(None, start, curr, limit=a.int("limit", 10, 1, 50), tool=a.name)
+    if not ans.found:
+        return no_data(f"global news between {start} and {curr}", ans.reasons)
+    return _render_news(f"Global market news {start}..{curr}", ans)
+
+
+def _fundamentals(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("ticker")
+    curr = a.date("curr_date")
+    ans = md.fundamentals(sym, curr, tool=a.name)
+    if not ans.found:
+        return no_data(f"key statistics for {_who(asked, sym)} as of {curr}", ans.reasons)
+    lines = [f"# Key statistics for {sym} as of {ans.value.as_of or curr} (vendor {ans.vendor})"]
+    lines += [f"{k}: {_num(v)}" for k, v in ans.value.values.items()]
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _statement(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("ticker")
+    freq = str(a.get("freq", "quarterly")).strip().lower()
+    if freq not in ("annual", "quarterly"):
+        raise InvalidInput(f"freq={freq!r}; use 'annual' or 'quarterly'")
+    kind, curr = _STATEMENT[a.name], a.date("curr_date")
+    ans = md.statement(sym, kind, freq, curr, tool=a.name)
+    if not ans.found:
+        return no_data(f"{freq} {kind} statement for {_who(asked, sym)} by {curr}", ans.reasons)
+    periods = ans.value[:8]
+    lines = [f"# {freq} {kind} statement for {sym}, periods ended by {curr} "
+             f"(vendor {ans.vendor})", "item | " + " | ".join(str(p.period_end) for p in periods)]
+    keys = list(dict.fromkeys(k for p in periods for k in p.values))
+    lines += [f"{k} | " + " | ".join(_num(p.values.get(k)) for p in periods) for k in keys]
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _insider(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("ticker")
+    curr = a.date("curr_date")
+    ans = md.insider(sym, curr, tool=a.name)
+    if not ans.found:
+        return no_data(f"insider transactions for {_who(asked, sym)} by {curr}", ans.reasons)
+    lines = [f"# Insider transactions for {sym} on or before {curr} (vendor {ans.vendor})"]
+    lines += [f"- {r.date} | {r.insider} ({r.relation or '?'}) | {r.text or ''} | shares "
+              f"{_num(r.shares)} | value {_num(r.value)}" for r in ans.value[:50]]
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
+def _social(md, a: _Args) -> ToolResult:
+    asked, sym = a.symbol("ticker")
+    curr = a.date("curr_date")
+    start = curr - dt.timedelta(days=a.int("look_back_days", 7, 1, 90))
+    sections, found = [], []
+    for vendor, posts in md.social(sym, start, curr, tool=a.name):
+        if isinstance(posts, str):
+            sections.append(f"## {vendor}: {posts}")
+            continue
+        found.append(vendor)
+        sections.append(f"## {vendor} ({len(posts)} posts)")
+        sections += [f"- {p.created:%Y-%m-%d %H:%M} {p.author or '?'}"
+                     f"{f' [{p.sentiment}]' if p.sentiment else ''}: {p.text[:300]}"
+                     for p in posts]
+    if not found:
+        return no_data(f"social posts for {_who(asked, sym)} between {start} and {curr}",
+                       sections)
+    return ToolResult(status="ok", text=f"# Social posts about {sym} {start}..{curr}\n"
+                      + "\n".join(sections), vendor="+".join(found))
+
+
+_HANDLERS: dict[str, Callable[[Any, _Args], ToolResult]] = {
+    "get_stock_data": _stock_data, "get_indicators": _indicators,
+    "get_verified_market_snapshot": _snapshot, "get_news": _news,
+    "get_global_news": _global_news, "get_fundamentals": _fundamentals,
+    "get_balance_sheet": _statement, "get_cashflow": _statement,
+    "get_income_statement": _statement, "get_insider_transactions": _insider,
+    "get_social_posts": _social,
+}

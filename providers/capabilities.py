@@ -1,0 +1,86 @@
+"""What each model accepts, as data: exact model id, then glob pattern, then the default.
+
+OpenAI-compatible APIs differ in small ways that break requests (a reasoning model that
+rejects ``temperature``, a server that 400s on ``tool_choice``, a thinking model that wants
+its reasoning sent back). Instead of model-name if-ladders in the client, every quirk is a
+field here and onboarding a model is adding a row. A row lists only what differs from
+``DEFAULT``. Lookup keys are the full "provider/model" id; patterns are fnmatch globs tried in
+order, so put specific patterns before general ones.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    temperature: bool = True          # accepts a non-default temperature
+    tools: bool = True                # function calling at all
+    tool_choice: bool = True          # accepts tool_choice forcing a named function
+    json_schema: bool = True          # response_format {"type": "json_schema", ...}
+    parallel_tool_calls: bool = True  # several tool calls in one turn
+    reasoning: Literal["none", "effort", "thinking"] = "none"  # which knob, if any
+    resend_reasoning: bool = False    # reasoning_content must go back with tool-call turns
+    extra_body: dict[str, Any] = field(default_factory=dict)  # sent verbatim
+    source: str = "default"           # which row matched (for logs and tests)
+
+
+DEFAULT = Capabilities()
+
+# Rows: only the fields that differ from DEFAULT.
+_BY_ID: dict[str, dict[str, Any]] = {
+    "deepseek/deepseek-reasoner": {"temperature": False, "json_schema": False,
+                                   "tool_choice": False, "resend_reasoning": True},
+    "deepseek/deepseek-chat": {"json_schema": False},
+    "openai/gpt-4.1-mini": {},
+    "openai/gpt-4.1": {},
+    "openai/gpt-4o-mini": {},
+    "anthropic/claude-sonnet-4-5": {"json_schema": False, "reasoning": "thinking"},
+    "anthropic/claude-opus-4-1": {"json_schema": False, "reasoning": "thinking"},
+}
+
+_BY_PATTERN: list[tuple[str, dict[str, Any]]] = [
+    # OpenAI reasoning families: fixed temperature, effort knob.
+    ("openai/o[0-9]*", {"temperature": False, "parallel_tool_calls": False,
+                        "reasoning": "effort"}),
+    ("openai/gpt-5*", {"temperature": False, "reasoning": "effort"}),
+    ("azure/o[0-9]*", {"temperature": False, "parallel_tool_calls": False,
+                       "reasoning": "effort"}),
+    ("azure/gpt-5*", {"temperature": False, "reasoning": "effort"}),
+    # Anthropic: structured output through a forced tool; extended thinking.
+    ("anthropic/*", {"json_schema": False, "reasoning": "thinking"}),
+    ("bedrock/*anthropic.claude*", {"json_schema": False, "reasoning": "thinking"}),
+    ("gemini/gemini-2.5*", {"reasoning": "effort"}),
+    # DeepSeek thinking variants (forward compatible: deepseek-v5-reasoner, ...).
+    ("deepseek/*reason*", {"temperature": False, "json_schema": False, "tool_choice": False,
+                           "resend_reasoning": True}),
+    ("deepseek/*", {"json_schema": False}),
+    # MiniMax: keep <think> blocks out of the answer text.
+    ("minimax/*", {"json_schema": False, "tool_choice": False,
+                   "extra_body": {"reasoning_split": True}}),
+    ("zai/glm-*", {"json_schema": False, "tool_choice": False}),
+    ("dashscope/qwq*", {"temperature": False, "json_schema": False, "tool_choice": False}),
+    ("dashscope/*", {"json_schema": False}),
+    ("xai/grok-*", {}),
+    # Local servers: tools vary by model; tool_choice is commonly rejected or ignored.
+    ("ollama/*deepseek-r1*", {"tools": False, "tool_choice": False}),
+    ("ollama/*", {"tool_choice": False, "parallel_tool_calls": False}),
+    ("ollama_chat/*", {"tool_choice": False, "parallel_tool_calls": False}),
+    ("lm_studio/*", {"tool_choice": False}),
+    ("hosted_vllm/*", {"json_schema": True}),
+    ("openrouter/*", {"json_schema": False}),
+]
+
+
+def resolve(model: str) -> Capabilities:
+    """Capabilities of ``model`` ("provider/model"): exact id, first matching pattern, default."""
+    key = (model or "").strip()
+    if key in _BY_ID:
+        return replace(DEFAULT, **_BY_ID[key], source=f"id:{key}")
+    lowered = key.lower()
+    for pattern, row in _BY_PATTERN:
+        if fnmatch.fnmatchcase(lowered, pattern.lower()):
+            return replace(DEFAULT, **row, source=f"pattern:{pattern}")
+    return DEFAULT

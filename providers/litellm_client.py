@@ -1,0 +1,266 @@
+"""One model call through litellm, shaped by the capability table.
+
+This module makes exactly one HTTP request per call (litellm's and the OpenAI SDK's own
+retries are switched off: the gateway retries, so every try is visible in the event) and turns
+any provider exception into an ``LLMError`` with a kind the gateway can act on. litellm is
+imported lazily: importing it costs seconds and role actors never should.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from events.records import Message, ToolCall
+from providers import structured as st
+from providers.base import LLMError, LLMRequest, one_line, provider_of
+from providers.capabilities import Capabilities
+from providers.keys import KEY_ENV, LOCAL_PLACEHOLDER_KEY, describe, key_present, needs_key
+
+
+def _litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+def language_instruction(language: str) -> str:
+    return (f"Write your whole answer in {language}. Keep the rating words Buy, Overweight, "
+            "Hold, Underweight, Sell and the actions Buy, Hold, Sell in English, exactly as "
+            "written here, and keep every number exactly as given.")
+
+
+class ReasoningMemory:
+    """reasoning_content of recent tool-call turns, keyed by tool-call id. Thinking models
+    such as deepseek-reasoner reject the next request unless it is sent back, but our
+    ``Message`` record (and so the event) does not carry it; the gateway remembers it."""
+
+    def __init__(self, limit: int = 2048) -> None:
+        self._items: OrderedDict[str, str] = OrderedDict()
+        self._limit = limit
+
+    def remember(self, calls: list[ToolCall], reasoning: str | None) -> None:
+        for call in calls:
+            self._items[call.id] = reasoning or ""
+            self._items.move_to_end(call.id)
+        while len(self._items) > self._limit:
+            self._items.popitem(last=False)
+
+    def recall(self, calls: list[ToolCall]) -> str:
+        return next((self._items[c.id] for c in calls if c.id in self._items), "")
+
+
+def to_wire_messages(request: LLMRequest, caps: Capabilities,
+                     memory: ReasoningMemory | None = None, hint: str | None = None) -> list[dict]:
+    """OpenAI-format messages; the language instruction (and a structure hint) joins the first
+    system message, since several local chat templates reject a second system message."""
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        item: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            item["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                "name": c.name, "arguments": json.dumps(c.arguments)}} for c in m.tool_calls]
+            if caps.resend_reasoning:
+                item["reasoning_content"] = memory.recall(m.tool_calls) if memory else ""
+        if m.role == "tool":
+            item["tool_call_id"] = m.tool_call_id
+            if m.name:
+                item["name"] = m.name
+        out.append(item)
+    extra = "\n\n".join(x for x in (language_instruction(request.output_language), hint) if x)
+    if out and out[0]["role"] == "system":
+        out[0]["content"] = f"{out[0]['content']}\n\n{extra}"
+    else:
+        out.insert(0, {"role": "system", "content": extra})
+    return out
+
+
+def _freetext_hint(schema: str) -> str:
+    fields = st.schema_class(schema).model_fields
+    labels = ", ".join(f"'{name.replace('_', ' ').title()}:'" for name in fields)
+    return f"Structure the answer with these labelled sections: {labels}."
+
+
+@dataclass
+class Plan:
+    """How this call asks for structure: "structured" (json_schema), "tool" or "freetext"."""
+    mode: str
+    schema: str | None
+
+
+def plan_for(request: LLMRequest, caps: Capabilities) -> Plan:
+    if not request.output_schema:
+        return Plan("freetext", None)
+    st.schema_class(request.output_schema)  # unknown names fail as config errors
+    if caps.json_schema:
+        return Plan("structured", request.output_schema)
+    if caps.tools:
+        return Plan("tool", request.output_schema)
+    return Plan("freetext", request.output_schema)
+
+
+def build_kwargs(request: LLMRequest, caps: Capabilities, plan: Plan,
+                 memory: ReasoningMemory | None = None,
+                 reasoning_effort: str | None = None) -> dict[str, Any]:
+    hint = _freetext_hint(plan.schema) if plan.mode == "freetext" and plan.schema else None
+    kwargs: dict[str, Any] = {
+        "model": request.model, "messages": to_wire_messages(request, caps, memory, hint),
+        "timeout": request.timeout_s, "max_retries": 0, "num_retries": 0, "drop_params": True,
+    }
+    tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                               "parameters": t.parameters}}
+             for t in request.tools] if caps.tools else []
+    if plan.mode == "structured":
+        kwargs["response_format"] = st.response_format(plan.schema)
+    elif plan.mode == "tool":
+        tools.append(st.schema_tool(plan.schema))
+        if caps.tool_choice:
+            kwargs["tool_choice"] = {"type": "function",
+                                     "function": {"name": st.tool_name(plan.schema)}}
+    if tools:
+        kwargs["tools"] = tools
+    if request.temperature is not None and caps.temperature:
+        kwargs["temperature"] = request.temperature
+    if reasoning_effort and caps.reasoning != "none":
+        kwargs["reasoning_effort"] = reasoning_effort
+    if caps.extra_body:
+        kwargs["extra_body"] = dict(caps.extra_body)
+    if request.base_url:
+        kwargs["api_base"] = request.base_url
+        if not needs_key(provider_of(request.model), request.base_url) and not key_present(
+                provider_of(request.model)):
+            kwargs["api_key"] = LOCAL_PLACEHOLDER_KEY
+    return kwargs
+
+
+@dataclass
+class RawResult:
+    text: str
+    tool_calls: list[ToolCall]
+    structured: dict | None
+    output_mode: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float
+
+
+def _arguments(raw: Any) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    parsed = st.loads_lenient(raw or "{}")
+    return parsed if isinstance(parsed, dict) else {"_unparsed": str(raw)}
+
+
+def interpret(response: Any, plan: Plan, memory: ReasoningMemory | None = None) -> RawResult:
+    """Text, tool calls and (when asked) a validated decision from a chat completion."""
+    message = response.choices[0].message
+    text = message.content if isinstance(message.content, str) else ""
+    calls = [ToolCall(id=c.id or f"call_{i}", name=c.function.name,
+                      arguments=_arguments(c.function.arguments))
+             for i, c in enumerate(message.tool_calls or [])]
+    if memory is not None and calls:
+        memory.remember(calls, getattr(message, "reasoning_content", None))
+    decision, mode = None, "freetext"
+    if plan.schema:
+        if plan.mode == "structured":
+            decision = st.validate(plan.schema, text)
+            mode = "structured"
+        elif plan.mode == "tool":
+            submitted = [c for c in calls if c.name == st.tool_name(plan.schema)]
+            calls = [c for c in calls if c.name != st.tool_name(plan.schema)]
+            decision = st.validate(plan.schema, submitted[0].arguments) if submitted else None
+            if decision is None and submitted and not text:
+                text = json.dumps(submitted[0].arguments)  # weak model: keep what it said
+            mode = "tool"
+        if decision is None:  # could not or did not comply: parse the prose
+            decision, mode = st.from_freetext(plan.schema, text), "freetext"
+        elif mode in ("structured", "tool"):
+            text = st.render(plan.schema, decision)
+    usage = getattr(response, "usage", None)
+    return RawResult(text=text or "", tool_calls=calls, structured=decision, output_mode=mode,
+                     input_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+                     output_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+                     cost_usd=_cost(response))
+
+
+def _cost(response: Any) -> float:
+    hidden = getattr(response, "_hidden_params", {}) or {}
+    if hidden.get("response_cost") is not None:
+        return float(hidden["response_cost"])
+    try:
+        return float(_litellm().completion_cost(completion_response=response) or 0.0)
+    except Exception:  # unknown or local model: no price known  # noqa: BLE001
+        return 0.0
+
+
+async def call(request: LLMRequest, caps: Capabilities, memory: ReasoningMemory | None = None,
+               reasoning_effort: str | None = None) -> RawResult:
+    """One try. Raises LLMError (kind set, message redacted) on any provider failure."""
+    plan = plan_for(request, caps)
+    kwargs = build_kwargs(request, caps, plan, memory, reasoning_effort)
+    litellm = _litellm()
+    try:
+        response = await asyncio.wait_for(litellm.acompletion(**kwargs),
+                                          timeout=request.timeout_s + 5.0)
+    except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
+        raise classify(exc, request) from None
+    return interpret(response, plan, memory)
+
+
+_PHRASE = {"auth": "the provider rejected the credentials", "bad_request": "the provider "
+           "rejected the request", "rate_limit": "rate limited", "timeout": "no answer in time",
+           "server": "provider-side failure", "not_found": "model or endpoint not found",
+           "config": "configuration problem"}
+
+
+def classify(exc: BaseException, request: LLMRequest) -> BaseException:
+    """The LLMError for a provider exception; programming errors pass through unchanged."""
+    import openai
+
+    litellm = _litellm()
+    status = getattr(exc, "status_code", None)
+    status = status if isinstance(status, int) else None
+    detail = str(exc).replace("litellm.", "")
+    if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
+        kind, status = "timeout", status or 408
+        detail = f"no reply within {request.timeout_s:g} s"
+    elif isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APIStatusError):
+        kind = "server"
+        detail = f"could not connect to {request.base_url or 'the provider'}: {detail}"
+        status = None
+    elif not isinstance(exc, (openai.OpenAIError, litellm.exceptions.APIError)) and status is None:
+        return exc
+    elif status in (401, 403):
+        kind = "auth"
+    elif status == 429:
+        kind = "rate_limit"
+    elif status == 404:
+        kind = "not_found"
+    elif status in (400, 413, 422) or isinstance(exc, openai.BadRequestError):
+        kind = "config" if "LLM Provider NOT provided" in detail else "bad_request"
+    else:
+        kind = "server"
+    provider = provider_of(request.model)
+    advice = ""
+    if kind == "auth" and provider in KEY_ENV:
+        advice = f"; check {describe(provider)}"
+    code = f" (HTTP {status})" if status else ""
+    error = LLMError(f"{request.model}: {_PHRASE[kind]}{code}{advice}: {one_line(detail, 200)}",
+                     kind, status=status)
+    error.retry_after = _retry_after(exc)
+    return error
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    try:
+        value = headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (TypeError, ValueError, AttributeError):
+        return None

@@ -1,0 +1,225 @@
+"""A small OpenAI-compatible chat server for tests: the far side of the network, faked.
+
+litellm talks to it over real HTTP (``openai/<name>`` with ``base_url=server.url``), so the
+whole client path - request building, the SDK, error mapping, retries - is exercised.
+
+Scripting: ``server.push(reply, ...)`` queues replies, played one per request in order. When
+the queue is empty the server is "smart": it answers any request plausibly - tool calls for
+every offered tool on the first turn (arguments from the prompt's Ticker / Trade date lines),
+a valid object when ``response_format`` asks for a json_schema or ``tool_choice`` forces a
+function, and plain text otherwise. Every request body is kept in ``server.requests``.
+
+Reply builders: ``text()``, ``tool_calls()``, ``json_reply()``, ``error()``, ``hang()``.
+Use the ``fake_openai`` pytest fixture (import it into the test module).
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+_PATHS = ("/v1/chat/completions", "/chat/completions")
+
+
+def text(content: str) -> dict:
+    return {"kind": "message", "content": content, "tool_calls": []}
+
+
+def tool_calls(*calls: tuple[str, dict], content: str | None = None) -> dict:
+    """A reply asking for tools: ``tool_calls(("get_news", {"ticker": "NVDA"}), ...)``."""
+    return {"kind": "message", "content": content, "tool_calls": list(calls)}
+
+
+def json_reply(obj: Any) -> dict:
+    """A reply whose content is ``obj`` serialised (what a json_schema request returns)."""
+    return text(json.dumps(obj))
+
+
+def error(status: int, message: str = "scripted failure", headers: dict | None = None) -> dict:
+    return {"kind": "error", "status": status, "message": message, "headers": headers or {}}
+
+
+def hang(seconds: float = 2.0) -> dict:
+    """Sleep before answering (plausibly), so a client with a shorter timeout gives up."""
+    return {"kind": "hang", "seconds": seconds}
+
+
+def example_for(schema: dict, defs: dict | None = None) -> Any:
+    """A value that validates against a (simple) JSON schema; prefers "Hold" in enums."""
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return example_for(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in schema:
+        return "Hold" if "Hold" in schema["enum"] else schema["enum"][0]
+    if "anyOf" in schema:
+        options = [s for s in schema["anyOf"] if s.get("type") != "null"] or schema["anyOf"]
+        return example_for(options[0], defs)
+    kind = schema.get("type", "string")
+    if kind == "object":
+        return {k: example_for(v, defs) for k, v in schema.get("properties", {}).items()}
+    return {"string": "fake text from the test server", "number": 1.5, "integer": 1,
+            "boolean": True, "array": [], "null": None}.get(kind, "x")
+
+
+def _prompt_value(body: dict, label: str, default: str) -> str:
+    for message in body.get("messages", []):
+        match = re.search(rf"(?im)^{label}:\s*(\S+)", str(message.get("content") or ""))
+        if match:
+            return match.group(1)
+    return default
+
+
+def _smart_arguments(parameters: dict, body: dict) -> dict:
+    ticker = _prompt_value(body, "Ticker", "SPY")
+    day = _prompt_value(body, "Trade date", "2024-05-10")
+    args = {}
+    for name, spec in (parameters.get("properties") or {}).items():
+        if name in ("symbol", "ticker"):
+            args[name] = ticker
+        elif "date" in name:
+            args[name] = day
+        elif name == "indicator":
+            args[name] = "rsi"
+        elif name in (parameters.get("required") or []):
+            args[name] = example_for(spec or {})
+    return args
+
+
+def smart_reply(body: dict) -> dict:
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") == "json_schema":
+        return json_reply(example_for(fmt["json_schema"]["schema"]))
+    tools = {t["function"]["name"]: t["function"] for t in body.get("tools") or []}
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("function", {}).get("name") in tools:
+        fn = tools[choice["function"]["name"]]
+        return tool_calls((fn["name"], example_for(fn.get("parameters") or {})))
+    first_turn = not any(m.get("role") == "tool" for m in body.get("messages", []))
+    if tools and first_turn:
+        return tool_calls(*[(name, _smart_arguments(fn.get("parameters") or {}, body))
+                            if not name.startswith("submit_")
+                            else (name, example_for(fn.get("parameters") or {}))
+                            for name, fn in tools.items()])
+    return text("Fake model answer from the test server.\nRating: Hold\n"
+                "FINAL TRANSACTION PROPOSAL: **HOLD**")
+
+
+class FakeOpenAIServer:
+    def __init__(self) -> None:
+        self.script: deque[dict] = deque()
+        self.requests: list[dict] = []
+        self.paths: list[str] = []
+        self._lock = threading.Lock()
+        self._counter = 0
+        self._httpd: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def push(self, *replies: dict) -> FakeOpenAIServer:
+        with self._lock:
+            self.script.extend(replies)
+        return self
+
+    def reset(self) -> None:
+        with self._lock:
+            self.script.clear()
+            self.requests.clear()
+            self.paths.clear()
+
+    def _next(self, body: dict, path: str) -> tuple[int, dict]:
+        with self._lock:
+            self.requests.append(body)
+            self.paths.append(path)
+            self._counter += 1
+            return self._counter, (self.script.popleft() if self.script else smart_reply(body))
+
+    def start(self) -> FakeOpenAIServer:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for key, value in (headers or {}).items():
+                        self.send_header(key, str(value))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server API
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                if self.path.split("?")[0] not in _PATHS:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+                    return
+                body = json.loads(raw or b"{}")
+                number, reply = server._next(body, self.path)
+                if reply["kind"] == "hang":
+                    time.sleep(reply["seconds"])
+                    reply = smart_reply(body)
+                if reply["kind"] == "error":
+                    self._send(reply["status"], {"error": {
+                        "message": reply["message"], "type": "scripted_error",
+                        "code": str(reply["status"])}}, reply["headers"])
+                    return
+                self._send(200, server._completion(number, body, reply))
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        threading.Thread(target=self._httpd.serve_forever, daemon=True,
+                         name="fake-openai").start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    @staticmethod
+    def _completion(number: int, body: dict, reply: dict) -> dict:
+        calls = [{"id": f"call_fake_{number}_{i}", "type": "function",
+                  "function": {"name": name, "arguments": json.dumps(args)}}
+                 for i, (name, args) in enumerate(reply["tool_calls"])]
+        message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
+        if calls:
+            message["tool_calls"] = calls
+        prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
+        completion = len(reply["content"] or "") + sum(len(c["function"]["arguments"])
+                                                        for c in calls)
+        return {"id": f"chatcmpl-fake-{number}", "object": "chat.completion",
+                "created": int(time.time()), "model": body.get("model", "test-model"),
+                "choices": [{"index": 0, "message": message,
+                             "finish_reason": "tool_calls" if calls else "stop"}],
+                "usage": {"prompt_tokens": max(1, prompt // 4),
+                          "completion_tokens": max(1, completion // 4),
+                          "total_tokens": max(1, prompt // 4) + max(1, completion // 4)}}
+
+
+@pytest.fixture
+def fake_openai():
+    """A started FakeOpenAIServer on an ephemeral 127.0.0.1 port; stopped after the test."""
+    server = FakeOpenAIServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,177 @@
+"""DuckDB-only behaviour: what survives a reopen, what a failed transaction leaves behind, and
+what ``verify`` sees when someone edits the file by hand (the audit of ``ta-actors replay``)."""
+from __future__ import annotations
+
+import duckdb
+import pytest
+
+from events.domain import TurnAssigned
+from events.duckdb_store import DuckDBEventStore
+from events.envelope import NewEvent
+from events.store import AppendRequest, StoreError
+
+from test_store_contract import raw_row  # noqa: E402 - tests/ is on sys.path under pytest
+
+
+def turns(*names: str) -> list[NewEvent]:
+    return [NewEvent(TurnAssigned(turn_id=n, role="bear"), actor="coordinator") for n in names]
+
+
+def rows(path, sql: str, params=()) -> list[tuple]:
+    con = duckdb.connect(str(path))
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def path(tmp_path):
+    return tmp_path / "store" / "events.duckdb"  # parent folder created by the store
+
+
+@pytest.fixture
+def filled(path):
+    """Three streams, ten events each, in batches of two; closed again."""
+    with DuckDBEventStore(path) as store:
+        for batch in range(5):
+            for stream in ("run-a", "run-b", "memory"):
+                store.append(stream, turns(f"{stream}-{batch}-1", f"{stream}-{batch}-2"))
+    return path
+
+
+def test_reopen_keeps_everything_and_appends_continue_gapless(filled):
+    with DuckDBEventStore(filled) as store:
+        before = {s: store.read_stream(s) for s in ("run-a", "run-b", "memory")}
+        infos = store.list_streams()
+    with DuckDBEventStore(filled) as store:
+        assert {s: store.read_stream(s) for s in before} == before
+        assert store.list_streams() == infos
+        assert [store.version(s) for s in before] == [10, 10, 10]
+        assert store.last_position() == 30
+        assert all(store.verify(s).ok for s in before)
+        (new,) = store.append("run-a", turns("late"))
+        assert (new.seq, new.position, new.prev_hash) == (11, 31, before["run-a"][-1].hash)
+        assert store.verify("run-a").ok
+
+
+def test_read_only_reads_and_refuses_to_write(filled, tmp_path):
+    with DuckDBEventStore(filled, read_only=True) as store:
+        assert store.version("run-b") == 10
+        with pytest.raises(StoreError, match="read-only"):
+            store.append("run-b", turns("x"))
+    with pytest.raises(StoreError, match="no event store"):
+        DuckDBEventStore(tmp_path / "missing.duckdb", read_only=True)
+
+
+def test_read_only_while_this_process_writes_is_a_store_error(filled):
+    """DuckDB refuses a second configuration of an open file in one process; that must come
+    out as our StoreError with the path, not a raw duckdb exception."""
+    with DuckDBEventStore(filled):
+        with pytest.raises(StoreError, match=str(filled)):
+            DuckDBEventStore(filled, read_only=True)
+
+
+# ---- failed transactions -------------------------------------------------------------------
+def test_position_clash_rolls_back_the_whole_group_and_caches_recover(filled):
+    """Another writer took the next position behind our back: the insert fails inside the
+    transaction. Nothing of the group may remain, and the cached position must not stick."""
+    with DuckDBEventStore(filled) as store:
+        assert store.last_position() == 30  # cached now
+        intruder = raw_row("intruder", 1, 32, "TurnAssigned",
+                           {"type": "TurnAssigned", "turn_id": "i", "role": "bull", "round": 1})
+        con = duckdb.connect(str(filled))  # same process: shares the open database
+        con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [intruder.position, intruder.event_id, intruder.stream, intruder.seq,
+                     intruder.type, intruder.schema_version,
+                     intruder.recorded_at.replace(tzinfo=None), intruder.actor, None, None,
+                     intruder.prev_hash, intruder.hash, intruder.payload_json])
+        con.close()
+
+        results = store.append_batches([AppendRequest("run-a", turns("x1", "x2")),
+                                        AppendRequest("new", turns("y1"))])
+        assert all(isinstance(r, duckdb.ConstraintException) for r in results)
+        assert rows(filled, "SELECT count(*) FROM events")[0][0] == 31
+        assert rows(filled, "SELECT count(*) FROM events WHERE stream IN ('new', 'run-a') "
+                            "AND seq > 10")[0][0] == 0
+        assert store.version("run-a") == 10 and store.version("new") == 0
+
+        again = store.append_batches([AppendRequest("run-a", turns("x1", "x2")),
+                                      AppendRequest("new", turns("y1"))])
+        assert [(e.stream, e.seq, e.position) for e in again[0] + again[1]] == \
+            [("run-a", 11, 33), ("run-a", 12, 34), ("new", 1, 35)]
+        assert all(store.verify(s).ok for s in ("run-a", "new", "intruder"))
+
+
+def test_stale_stream_head_rolls_back_and_recovers(filled):
+    """A row was added to our stream behind our back: (stream, seq) clashes, the batch is
+    rolled back, and the next append continues after the intruding row."""
+    with DuckDBEventStore(filled) as store:
+        assert store.version("run-b") == 10  # cached now
+        tail = store.read_stream("run-b")[-1]
+        extra = raw_row("run-b", 11, 99, "TurnAssigned",
+                        {"type": "TurnAssigned", "turn_id": "i", "role": "bull", "round": 1},
+                        prev_hash=tail.hash)
+        con = duckdb.connect(str(filled))
+        con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [extra.position, extra.event_id, extra.stream, extra.seq, extra.type,
+                     extra.schema_version, extra.recorded_at.replace(tzinfo=None), extra.actor,
+                     None, None, extra.prev_hash, extra.hash, extra.payload_json])
+        con.close()
+
+        with pytest.raises(duckdb.ConstraintException):
+            store.append("run-b", turns("z1", "z2", "z3"))
+        assert rows(filled, "SELECT max(seq), count(*) FROM events WHERE stream = 'run-b'")[0] \
+            == (11, 11)
+        (event,) = store.append("run-b", turns("z1"))
+        assert (event.seq, event.position, event.prev_hash) == (12, 100, extra.hash)
+        assert store.verify("run-b").ok
+
+
+# ---- tamper detection ----------------------------------------------------------------------
+def test_verify_names_an_edited_payload(filled):
+    rows(filled, "UPDATE events SET payload = replace(payload, 'bear', 'bull') "
+                 "WHERE stream = 'run-a' AND seq = 4")
+    with DuckDBEventStore(filled) as store:
+        result = store.verify("run-a")
+        assert (result.ok, result.first_bad_seq, result.checked) == (False, 4, 4)
+        assert "seq 4 (TurnAssigned) was altered" in result.problem
+        assert store.read_stream("run-a")[3].payload.role == "bull"  # it still parses
+        assert store.verify("run-b").ok and store.verify("memory").ok
+
+
+def test_verify_names_an_edited_envelope(filled):
+    rows(filled, "UPDATE events SET actor = 'mallory' WHERE stream = 'run-b' AND seq = 9")
+    with DuckDBEventStore(filled) as store:
+        assert store.verify("run-b").first_bad_seq == 9
+
+
+def test_verify_names_a_removed_event(filled):
+    rows(filled, "DELETE FROM events WHERE stream = 'memory' AND seq = 6")
+    with DuckDBEventStore(filled) as store:
+        result = store.verify("memory")
+        assert (result.ok, result.first_bad_seq) == (False, 6)
+        assert "seq 6 is missing" in result.problem
+
+
+def test_verify_names_a_swapped_order(filled):
+    rows(filled, "UPDATE events SET seq = CASE seq WHEN 3 THEN 1003 ELSE 1004 END "
+                 "WHERE stream = 'run-a' AND seq IN (3, 4)")
+    rows(filled, "UPDATE events SET seq = seq - 1000 + CASE seq WHEN 1003 THEN 1 ELSE -1 END "
+                 "WHERE stream = 'run-a' AND seq > 1000")
+    assert rows(filled, "SELECT seq FROM events WHERE stream = 'run-a' ORDER BY position")[2:4] \
+        == [(4,), (3,)]
+    with DuckDBEventStore(filled) as store:
+        result = store.verify("run-a")
+        assert (result.ok, result.first_bad_seq) == (False, 3)
+        assert "does not follow the previous event" in result.problem
+
+
+def test_truncating_the_last_event_is_not_detectable_by_the_chain(filled):
+    """Known limit: a hash chain proves every event follows the one before it, but nothing
+    points forward, so deleting the newest events of a stream leaves a valid shorter chain.
+    Detecting that needs an external anchor (e.g. a head hash recorded elsewhere)."""
+    rows(filled, "DELETE FROM events WHERE stream = 'run-a' AND seq = 10")
+    with DuckDBEventStore(filled) as store:
+        result = store.verify("run-a")
+        assert (result.ok, result.checked) == (True, 9)
