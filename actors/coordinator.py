@@ -30,9 +30,17 @@ class Refused(Exception):
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Coordinator:
-    def __init__(self, roles: dict[str, Any], gateway: Any, market: Any):
-        self.roles, self.gateway, self.market = roles, gateway, market
+    def __init__(self, role_names: dict[str, str], gateway: Any, market: Any):
+        self.role_names, self.gateway, self.market = role_names, gateway, market
+        self._roles: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+
+    def role(self, role: str) -> Any:
+        """The role's actor, looked up by name (role actors start after the coordinator)."""
+        if role not in self._roles:
+            self._roles[role] = ray.get_actor(self.role_names[role],
+                                              namespace=ray.get_runtime_context().namespace)
+        return self._roles[role]
 
     # ---- appending, with the turn check -------------------------------------------------
     async def _append(self, store: Any, run_id: str, payload: d.DomainEvent, key: str,
@@ -92,7 +100,7 @@ class Coordinator:
                     turn_id=turn.turn_id, role=turn.role, round=turn.round),
                     f"assign:{turn.turn_id}")
             if turn.turn_id not in inflight:
-                ref = self.roles[turn.role].act.remote(store, run_id, turn)
+                ref = self.role(turn.role).act.remote(store, run_id, turn)
                 inflight[turn.turn_id] = asyncio.ensure_future(ref)
         by_task = {task: tid for tid, task in inflight.items()}
         done, _ = await asyncio.wait(by_task, return_when=asyncio.FIRST_COMPLETED)
@@ -150,7 +158,7 @@ class Coordinator:
                       "decision": entry.decision, "raw": outcome.raw_return,
                       "alpha": outcome.alpha, "benchmark": outcome.benchmark,
                       "days": outcome.holding_days}
-            call = await self.roles["reflector"].reflect.remote(
+            call = await self.role("reflector").reflect.remote(
                 store, config, {"run_id": entry.run_id, "prompt": prompt})
             reflection = d.ReflectionRecorded(run_id=entry.run_id, ticker=entry.ticker,
                                               trade_date=entry.trade_date,

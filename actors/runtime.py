@@ -32,9 +32,11 @@ def start(address: str | None = None, num_cpus: int | None = None) -> bool:
         os.environ.setdefault(key, value)
     if ray.is_initialized():
         return False
+    # Workers inherit this process's environment on a local Ray; a cluster sets the same
+    # variables in ray_cluster.yaml. (A runtime_env here would route every worker start
+    # through the runtime-env agent, which costs seconds on a small machine.)
     kwargs: dict[str, Any] = dict(namespace=NAMESPACE, include_dashboard=False,
-                                  log_to_driver=False, configure_logging=False,
-                                  runtime_env={"env_vars": _WORKER_ENV})
+                                  log_to_driver=False, configure_logging=False)
     if address:
         ray.init(address=address, **kwargs)
         return False
@@ -80,11 +82,20 @@ def store_actor(path: str | os.PathLike) -> Any:
 
 
 def team(store_path: str | os.PathLike, cache_path: str | None = None) -> Team:
+    """Every actor, created in the order a run needs them: Ray starts worker processes a few
+    at a time, so the store, the coordinator, the services and the analysts come first and
+    the later roles start while the analysts work."""
+    store = store_actor(store_path)
     gateway = _named(LLMGatewayActor, "llm-gateway")
     market = _named(MarketDataActor, "market-data", cache_path or default_cache_path())
-    roles = {role: _named(RoleActor, f"role-{role}", role, gateway, market) for role in ROLES}
-    coordinator = _named(Coordinator, "coordinator", roles, gateway, market)
-    return Team(store_actor(store_path), coordinator, gateway, market, roles)
+    coordinator = _named(Coordinator, "coordinator", role_actor_names(), gateway, market)
+    roles = {role: _named(RoleActor, name, role, gateway, market)
+             for role, name in role_actor_names().items()}
+    return Team(store, coordinator, gateway, market, roles)
+
+
+def role_actor_names() -> dict[str, str]:
+    return {role: f"role-{role}" for role in ROLES}
 
 
 def release_store(store: Any) -> None:

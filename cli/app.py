@@ -1,10 +1,15 @@
 """`ta-actors`: run the research team, and audit, report, resume and list runs."""
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -14,6 +19,7 @@ from cli import display
 from cli.options import build_configs, default_store, new_run_id
 from cli.stores import open_reader, read_run
 from events.config import InvalidInput
+from events.store import StoreError
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -37,15 +43,46 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def main() -> None:
-    try:
-        app()
-    except InvalidInput as exc:
-        display.err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
-        sys.exit(2)
+    app()
+
+
+def command(fn: Callable) -> Callable:
+    """Register a command whose bad input ends in one line on stderr and exit code 2."""
+    @functools.wraps(fn)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        try:
+            with contextlib.redirect_stdout(_QuietRay(sys.stdout)):
+                return fn(*args, **kwargs)
+        except (InvalidInput, StoreError) as exc:
+            fail(str(exc).splitlines()[0])
+    return app.command()(guarded)
+
+
+class _QuietRay(io.TextIOBase):
+    """stdout while Ray runs: Ray's background thread prints raylet notices to stdout, which
+    would corrupt --json output; they go to stderr, minus the worker-pool noise."""
+
+    NOISE = ("worker processes have been started", "ray-project/ray/issues/3644")
+
+    def __init__(self, target: Any):
+        self.target = target
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() is threading.main_thread():
+            return self.target.write(text)
+        if not any(n in text for n in self.NOISE):
+            sys.stderr.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        return self.target.isatty()
 
 
 # ---- run / resume ---------------------------------------------------------------------------
-@app.command()
+@command
 def run(
     tickers: Annotated[list[str], typer.Argument(help="One or more tickers, e.g. NVDA AAPL 7203.T")],
     date: Annotated[str, typer.Option("--date", "-d", help="Trade date YYYY-MM-DD (not future).")],
@@ -84,7 +121,7 @@ def run(
     _finish(rows, as_json)
 
 
-@app.command()
+@command
 def resume(
     run_id: Annotated[str, typer.Argument(help="The run to continue.")],
     token_budget: Annotated[Optional[int], typer.Option(help="A new token budget.")] = None,
@@ -228,7 +265,7 @@ def _finish(rows: list[dict], as_json: bool) -> None:
 
 
 # ---- audit and reports ----------------------------------------------------------------------
-@app.command()
+@command
 def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
            store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
     """Audit a run: timeline, hash-chain check, reports rebuilt, decision re-derived."""
@@ -252,7 +289,7 @@ def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
         raise typer.Exit(1)
 
 
-@app.command()
+@command
 def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
            out: Annotated[Optional[Path], typer.Option(help="Folder (default ./reports/RUN_ID).")] = None,
            store: StoreOpt = None, address: AddressOpt = None) -> None:
@@ -271,7 +308,7 @@ def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
     typer.echo(f"wrote {len(files)} files to {folder}")
 
 
-@app.command()
+@command
 def runs(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
     """List runs with status, ticker, date and rating."""
     store = store or default_store()

@@ -23,7 +23,9 @@ def _ta():
     return ta
 
 
-def _col(frame: "pd.DataFrame", prefix: str) -> "pd.Series":
+def _col(frame: "pd.DataFrame | None", prefix: str) -> "pd.Series | None":
+    if frame is None:  # pandas-ta answers None when the series is shorter than the window
+        return None
     return frame[[c for c in frame.columns if c.startswith(prefix)][0]]
 
 

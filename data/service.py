@@ -150,6 +150,8 @@ class MarketData:
                 posts = [p for p in fn(symbol, start, end) if start <= day_of(p.created) <= end]
                 out.append((vendor.name, sorted(posts, key=lambda p: p.created, reverse=True)
                             or f"no posts between {start} and {end}"))
+            except NoData as exc:
+                out.append((vendor.name, f"no posts ({' '.join(str(exc).split())[:200]})"))
             except Exception as exc:
                 out.append((vendor.name, f"unavailable ({' '.join(str(exc).split())[:200]})"))
         return out
@@ -168,6 +170,7 @@ class MarketData:
         return snap.build(symbol, trade_date, answer.value, answer.vendor, n_closes)
 
     def identity(self, ticker: str) -> Instrument:
+        ticker = str(ticker or "").strip().upper()
         try:
             symbol = to_yahoo(ticker)
         except InvalidInput as exc:

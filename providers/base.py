@@ -66,7 +66,8 @@ def provider_of(model: str) -> str:
 
 _SECRET_SHAPES = re.compile(
     r"(sk-[A-Za-z0-9_\-]{6,}|sk-ant-[A-Za-z0-9_\-]{6,}|AKIA[0-9A-Z]{12,}|"
-    r"(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|(?i:api[_-]?key)[\"']?\s*[:=]\s*[\"']?[^\s\"',}]{6,})")
+    r"(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|"
+    r"(?i:api[_-]?key)[\"']?\s*[:=]\s*[\"']?(?=[^\s\"',}]*\d)[^\s\"',}]{12,})")
 
 
 def redact(text: str) -> str:

@@ -46,6 +46,10 @@ class LLMGateway:
         self._in_flight: dict[str, int] = {}
         self.peak_in_flight: dict[str, int] = {}  # highest concurrency seen, per provider
 
+    def warm_up(self) -> None:
+        """Import litellm now (seconds) rather than inside the first model call's timeout."""
+        litellm_client._litellm()
+
     def _semaphore(self, provider: str) -> asyncio.Semaphore:
         if provider not in self._semaphores:
             limit = self._limits.get(provider, self._limits["*"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -218,6 +219,9 @@ _PHRASE = {"auth": "the provider rejected the credentials", "bad_request": "the 
            "config": "configuration problem"}
 
 
+_ERROR_PREFIX = re.compile(r"^(?:\s*[A-Za-z]*(?:Error|Exception)\s*[:\-]\s*)+")
+
+
 def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     """The LLMError for a provider exception; programming errors pass through unchanged."""
     import openai
@@ -225,9 +229,9 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     litellm = _litellm()
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
-    detail = str(exc).replace("litellm.", "")
+    detail = _ERROR_PREFIX.sub("", str(exc).replace("litellm.", "")).strip()
     if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
-        kind, status = "timeout", status or 408
+        kind, status = "timeout", (status if status and status != 408 else None)
         detail = f"no reply within {request.timeout_s:g} s"
     elif isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APIStatusError):
         kind = "server"
@@ -250,7 +254,7 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     if kind == "auth" and provider in KEY_ENV:
         advice = f"; check {describe(provider)}"
     code = f" (HTTP {status})" if status else ""
-    error = LLMError(f"{request.model}: {_PHRASE[kind]}{code}{advice}: {one_line(detail, 200)}",
+    error = LLMError(f"{request.model}: {_PHRASE[kind]}{code}{advice} - {one_line(detail, 200)}",
                      kind, status=status)
     error.retry_after = _retry_after(exc)
     return error

@@ -24,3 +24,37 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def ohlcv_dir(shared_data: Path) -> Path:
     return shared_data / "ohlcv"
+
+
+@pytest.fixture(scope="session")
+def ray_team(tmp_path_factory):
+    """One local Ray (2 CPUs) for the whole test session, with the shared actors started.
+
+    Returns a function ``store_path -> Team`` giving the actors bound to that store file."""
+    cache = tmp_path_factory.mktemp("market-cache") / "cache.duckdb"
+    os.environ["TA_ACTORS_CACHE"] = str(cache)
+    import ray
+
+    from actors import runtime
+    owned = runtime.start(num_cpus=2)
+    yield runtime.team
+    if owned:
+        ray.shutdown()
+
+
+@pytest.fixture
+def store_path(tmp_path) -> Path:
+    return tmp_path / "events.duckdb"
+
+
+@pytest.fixture
+def cli(ray_team):
+    """Invoke `ta-actors` in-process (sharing the session's Ray); returns the click Result."""
+    from typer.testing import CliRunner
+
+    from cli.app import app
+    runner = CliRunner()
+
+    def invoke(*args: str):
+        return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+    return invoke

@@ -31,9 +31,12 @@ def text(content: str) -> dict:
     return {"kind": "message", "content": content, "tool_calls": []}
 
 
-def tool_calls(*calls: tuple[str, dict], content: str | None = None) -> dict:
-    """A reply asking for tools: ``tool_calls(("get_news", {"ticker": "NVDA"}), ...)``."""
-    return {"kind": "message", "content": content, "tool_calls": list(calls)}
+def tool_calls(*calls: tuple[str, dict], content: str | None = None,
+               reasoning: str | None = None) -> dict:
+    """A reply asking for tools: ``tool_calls(("get_news", {"ticker": "NVDA"}), ...)``;
+    ``reasoning`` is returned as ``reasoning_content`` (thinking models)."""
+    return {"kind": "message", "content": content, "tool_calls": list(calls),
+            "reasoning": reasoning}
 
 
 def json_reply(obj: Any) -> dict:
@@ -115,6 +118,9 @@ class FakeOpenAIServer:
         self.script: deque[dict] = deque()
         self.requests: list[dict] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
+        self.active = 0  # requests being handled right now
+        self.peak_active = 0  # the most handled at once (checks client-side concurrency caps)
         self._lock = threading.Lock()
         self._counter = 0
         self._httpd: ThreadingHTTPServer | None = None
@@ -134,11 +140,14 @@ class FakeOpenAIServer:
             self.script.clear()
             self.requests.clear()
             self.paths.clear()
+            self.headers.clear()
+            self.peak_active = 0
 
-    def _next(self, body: dict, path: str) -> tuple[int, dict]:
+    def _next(self, body: dict, path: str, headers: dict) -> tuple[int, dict]:
         with self._lock:
             self.requests.append(body)
             self.paths.append(path)
+            self.headers.append(headers)
             self._counter += 1
             return self._counter, (self.script.popleft() if self.script else smart_reply(body))
 
@@ -171,7 +180,17 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 body = json.loads(raw or b"{}")
-                number, reply = server._next(body, self.path)
+                number, reply = server._next(body, self.path, dict(self.headers.items()))
+                with server._lock:
+                    server.active += 1
+                    server.peak_active = max(server.peak_active, server.active)
+                try:
+                    self._answer(number, body, reply)
+                finally:
+                    with server._lock:
+                        server.active -= 1
+
+            def _answer(self, number: int, body: dict, reply: dict) -> None:
                 if reply["kind"] == "hang":
                     time.sleep(reply["seconds"])
                     reply = smart_reply(body)
@@ -203,6 +222,8 @@ class FakeOpenAIServer:
         message: dict[str, Any] = {"role": "assistant", "content": reply["content"]}
         if calls:
             message["tool_calls"] = calls
+        if reply.get("reasoning"):
+            message["reasoning_content"] = reply["reasoning"]
         prompt = sum(len(str(m.get("content") or "")) for m in body.get("messages", []))
         completion = len(reply["content"] or "") + sum(len(c["function"]["arguments"])
                                                         for c in calls)

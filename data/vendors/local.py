@@ -36,12 +36,12 @@ class LocalVendor(Vendor):
 
     def _file(self, symbol: str, suffix: str) -> Path:
         if self.data_dir is None:
-            raise NotConfigured("local: no data folder configured (data_dir)")
+            raise NotConfigured("no data folder configured (data_dir)")
         if not self.data_dir.is_dir():
-            raise NotConfigured(f"local: data folder {self.data_dir} does not exist")
+            raise NotConfigured(f"data folder {self.data_dir} does not exist")
         path = self.data_dir / f"{symbol}{suffix}"
         if not path.is_file():
-            raise NoData(f"local: no file {path.name} in {self.data_dir}")
+            raise NoData(f"no file {path.name} in {self.data_dir}")
         return path
 
     def _json(self, symbol: str, suffix: str):
@@ -52,7 +52,7 @@ class LocalVendor(Vendor):
         raw = pd.read_csv(self._file(symbol, ".csv"))
         bars = between(normalize_bars(raw), start, end)
         if bars.empty:
-            raise NoData(f"local: {symbol}.csv has no bars between {start} and {end}")
+            raise NoData(f"{symbol}.csv has no bars between {start} and {end}")
         return bars
 
     def identity(self, symbol: str) -> dict:
@@ -62,7 +62,7 @@ class LocalVendor(Vendor):
     def fundamentals(self, symbol: str, as_of: dt.date) -> Fundamentals:
         block = self._json(symbol, ".info.json").get("fundamentals")
         if not block:
-            raise NoData(f"local: {symbol}.info.json has no fundamentals")
+            raise NoData(f"{symbol}.info.json has no fundamentals")
         return Fundamentals.model_validate(block)
 
     def statement(self, symbol: str, kind: str, freq: str) -> list[Period]:

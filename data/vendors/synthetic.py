@@ -62,7 +62,7 @@ class SyntheticVendor(Vendor):
     def prices(self, symbol: str, start: dt.date, end: dt.date):
         bars = between(_series(symbol, dt.date.today()), start, end)
         if bars.empty:
-            raise NoData(f"synthetic: no bars between {start} and {end} (series starts {START})")
+            raise NoData(f"no bars between {start} and {end} (series starts {START})")
         return bars
 
     def identity(self, symbol: str) -> dict:

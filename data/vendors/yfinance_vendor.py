@@ -48,11 +48,11 @@ class YFinanceVendor(Vendor):
                     raise RateLimited(f"Yahoo rate limit on {what} after {attempt + 1} tries")
                 time.sleep(self.retry_delays[attempt])
             except YFTickerMissingError as exc:
-                raise NoData(f"yfinance: {what}: {exc}") from exc
+                raise NoData(f"{what}: {exc}") from exc
             except Exception as exc:
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if status == 404:
-                    raise NoData(f"yfinance: Yahoo has no {what} (HTTP 404)") from exc
+                    raise NoData(f"Yahoo has no {what} (HTTP 404)") from exc
                 if status == 429:
                     raise RateLimited(f"Yahoo HTTP 429 on {what}") from exc
                 raise
@@ -60,16 +60,16 @@ class YFinanceVendor(Vendor):
     def prices(self, symbol: str, start: dt.date, end: dt.date):
         frame = self._call(f"prices for {symbol}", lambda: self._ticker(symbol).history(
             start=start.isoformat(), end=(end + dt.timedelta(days=1)).isoformat(),
-            interval="1d", auto_adjust=True, actions=False))
+            interval="1d", auto_adjust=True, actions=False, raise_errors=True))
         bars = normalize_bars(frame)
         if bars.empty:
-            raise NoData(f"yfinance: no bars for {symbol} between {start} and {end}")
+            raise NoData(f"no bars for {symbol} between {start} and {end}")
         return bars
 
     def _info(self, symbol: str) -> dict:
         info = self._call(f"profile of {symbol}", lambda: self._ticker(symbol).info) or {}
         if not info or len(info) <= 1:
-            raise NoData(f"yfinance: no profile for {symbol}")
+            raise NoData(f"no profile for {symbol}")
         return info
 
     def identity(self, symbol: str) -> dict:
@@ -87,9 +87,9 @@ class YFinanceVendor(Vendor):
 
     def statement(self, symbol: str, kind: str, freq: str) -> list[Period]:
         frame = self._call(f"{freq} {kind} statement for {symbol}", lambda: getattr(
-            self._ticker(symbol), _STATEMENT_METHOD[kind])(pretty=True, freq=freq))
+            self._ticker(symbol), _STATEMENT_METHOD[kind])(pretty=True, freq="yearly" if freq == "annual" else freq))
         if frame is None or frame.empty:
-            raise NoData(f"yfinance: no {freq} {kind} statement for {symbol}")
+            raise NoData(f"no {freq} {kind} statement for {symbol}")
         periods = []
         for col in frame.columns:
             values = {str(k): (None if v != v else float(v)) for k, v in frame[col].items()}
@@ -100,7 +100,7 @@ class YFinanceVendor(Vendor):
         frame = self._call(f"insider transactions for {symbol}",
                            lambda: self._ticker(symbol).insider_transactions)
         if frame is None or frame.empty:
-            raise NoData(f"yfinance: no insider transactions for {symbol}")
+            raise NoData(f"no insider transactions for {symbol}")
         rows = []
         for _, r in frame.iterrows():
             day = as_date(r.get("Start Date"))
@@ -130,7 +130,7 @@ class YFinanceVendor(Vendor):
     def news(self, symbol: str, start: dt.date, end: dt.date) -> list[NewsItem]:
         items = self._search_news(symbol, 20)
         if not items:
-            raise NoData(f"yfinance: no news for {symbol}")
+            raise NoData(f"no news for {symbol}")
         return items
 
     def global_news(self, start: dt.date, end: dt.date, limit: int) -> list[NewsItem]:
@@ -141,7 +141,7 @@ class YFinanceVendor(Vendor):
                     seen.add(item.title)
                     items.append(item)
         if not items:
-            raise NoData("yfinance: no global news")
+            raise NoData("no global news")
         return items
 
 
