@@ -1,7 +1,7 @@
 """Starting or joining Ray, and finding the named actors of ta-actors.
 
 Single node: ``start()`` starts a local Ray sized for this machine. Cluster: ``start("auto")``
-joins it; the actors are then detached so later commands (replay, resume) find them.
+joins it; the actors are detached, so later commands (replay, resume) find them.
 Service and role actors are shared by every store; one store actor per DuckDB file.
 """
 from __future__ import annotations
@@ -45,18 +45,16 @@ def start(address: str | None = None, num_cpus: int | None = None) -> bool:
 
 
 def _named(cls: Any, name: str, *args: Any, pin_here: bool = False) -> Any:
-    options: dict[str, Any] = dict(name=name, namespace=NAMESPACE, get_if_exists=True)
-    if not _is_local():
-        options["lifetime"] = "detached"
+    # Detached: a named actor that is not detached dies when the last handle to it goes out
+    # of scope, and a later get_if_exists could then hand out a dying actor. A local Ray
+    # started by the CLI ends with the CLI, so nothing is left behind there.
+    options: dict[str, Any] = dict(name=name, namespace=NAMESPACE, get_if_exists=True,
+                                   lifetime="detached")
     if pin_here:  # the store actor must live on the node that has the file
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
         options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
     return cls.options(**options).remote(*args)
-
-
-def _is_local() -> bool:
-    return len(ray.nodes()) <= 1
 
 
 def default_cache_path() -> str:

@@ -5,7 +5,8 @@
 
 Measures, on a DuckDB file in a temporary folder (deleted afterwards unless --keep):
 * appends one event per call (one commit each: bounded by fsync), in batches of 100 and 1,000;
-* building a big store of run-like streams (100 events each) with group commits;
+* building a big store of run-like streams (100 events each) with group commits of 1,000
+  events, interleaved as when many runs write at once (``--layout contiguous``: one by one);
 * reading one 100-event stream out of the big store and folding it into a run state
   (``projections.run_state.project`` when it is importable, else a local fold), median of
   several random streams after a reopen.
@@ -111,21 +112,28 @@ def bench_appends(path: Path, payloads: Payloads, single: int, batched: int
     return out
 
 
-def build_big_store(path: Path, payloads: Payloads, events: int, per_group: int = 10
+def build_big_store(path: Path, payloads: Payloads, events: int, interleaved: bool
                     ) -> tuple[int, float]:
-    """``events`` events in streams of 100, committed ``per_group`` streams per transaction."""
+    """``events`` events in streams of 100, 1,000 events per group commit.
+
+    ``interleaved``: every commit carries 10 events of each of 100 streams, as when many runs
+    write at once, so a stream's rows are spread over the file (no zone-map luck on reads).
+    Otherwise 10 whole streams per commit: each stream's rows sit together."""
     streams = max(1, events // STREAM_LEN)
+    names = [f"run-{i:06d}" for i in range(streams)]
+    per_group, chunk = (100, 10) if interleaved else (10, STREAM_LEN)
     start, report = time.perf_counter(), time.perf_counter()
     with DuckDBEventStore(path) as store:
-        for first in range(0, streams, per_group):
-            names = [f"run-{i:06d}" for i in range(first, min(first + per_group, streams))]
-            requests = [AppendRequest(s, payloads.batch(s, 1, STREAM_LEN)) for s in names]
-            for result in store.append_batches(requests):
-                if isinstance(result, Exception):
-                    raise result
-            if time.perf_counter() - report > 10:
-                report = time.perf_counter()
-                print(f"  ... {store.last_position():,} events", flush=True)
+        for first_seq in range(1, STREAM_LEN + 1, chunk):
+            for first in range(0, streams, per_group):
+                requests = [AppendRequest(s, payloads.batch(s, first_seq, chunk))
+                            for s in names[first:first + per_group]]
+                for result in store.append_batches(requests):
+                    if isinstance(result, Exception):
+                        raise result
+                if time.perf_counter() - report > 10:
+                    report = time.perf_counter()
+                    print(f"  ... {store.last_position():,} events", flush=True)
         total = store.last_position()
     return streams, total / (time.perf_counter() - start)
 
@@ -165,6 +173,8 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
     parser.add_argument("--batched", type=int, default=20_000,
                         help="events appended per batch size (100 and 1,000)")
     parser.add_argument("--samples", type=int, default=25, help="streams read and folded")
+    parser.add_argument("--layout", choices=("interleaved", "contiguous"), default="interleaved",
+                        help="many runs writing at once (default), or one stream after another")
     parser.add_argument("--dir", type=Path, help="folder for the store files (default: temp)")
     parser.add_argument("--keep", action="store_true", help="keep the store files")
     args = parser.parse_args(argv)
@@ -179,11 +189,13 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             print(f"{key:>24}: {result[key]:>10,.0f} events/s", flush=True)
 
         big = folder / "big.duckdb"
-        print(f"building {args.events:,} events in streams of {STREAM_LEN} ...", flush=True)
+        print(f"building {args.events:,} events in streams of {STREAM_LEN}, {args.layout} ...",
+              flush=True)
         start = time.perf_counter()
-        streams, build_eps = build_big_store(big, payloads, args.events)
+        streams, build_eps = build_big_store(big, payloads, args.events,
+                                             args.layout == "interleaved")
         result.update(build_s=time.perf_counter() - start, build_eps=build_eps, streams=streams,
-                      file_mb=big.stat().st_size / 2**20)
+                      layout=args.layout, file_mb=big.stat().st_size / 2**20)
         print(f"{'build':>24}: {build_eps:>10,.0f} events/s ({result['build_s']:.1f} s, "
               f"{result['file_mb']:.0f} MB)", flush=True)
 

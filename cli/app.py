@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
 import json
@@ -259,7 +260,7 @@ def _finish(rows: list[dict], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps(rows, indent=2))
     else:
-        display.Console().print(display.final_table(rows))
+        display.out().print(display.final_table(rows))
     if any(r["status"] != "completed" for r in rows):
         raise typer.Exit(1)
 
@@ -281,7 +282,7 @@ def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
         typer.echo(json.dumps(result.as_json(events), default=str))
     else:
         from projections.timeline import timeline
-        console = display.Console()
+        console = display.out()
         console.print(display.timeline_table(timeline(events), run_id))
         for line in result.summary_lines():
             console.print(line, soft_wrap=True)
@@ -321,13 +322,14 @@ def runs(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = 
     finally:
         reader.close()
     if as_json:
-        typer.echo(json.dumps([r.__dict__ for r in rows], default=str, indent=2))
+        typer.echo(json.dumps([dataclasses.asdict(r) for r in rows], default=str, indent=2))
         return
     from rich.table import Table
     table = Table(title=f"runs in {store}")
-    for col in ("run id", "ticker", "date", "status", "rating", "updated"):
+    table.add_column("run id", no_wrap=True)
+    for col in ("ticker", "date", "status", "rating", "updated"):
         table.add_column(col)
     for r in rows:
         table.add_row(r.run_id, r.ticker, str(r.trade_date), r.status, r.rating or "-",
                       r.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
-    display.Console().print(table)
+    display.out().print(table)

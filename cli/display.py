@@ -14,6 +14,12 @@ from projections.timeline import TimelineRow
 err = Console(stderr=True, highlight=False)
 
 
+def out() -> Console:
+    """Console for results on stdout; wide when piped so ids and event names stay whole."""
+    console = Console(highlight=False)
+    return console if console.is_terminal else Console(highlight=False, width=200)
+
+
 def total_turns(s: RunState) -> int:
     c = s.config
     return len(c.analysts) + 2 * c.debate_rounds + 2 + 3 * c.risk_rounds + 1
@@ -43,8 +49,10 @@ def progress_table(states: dict[str, RunState], started: float) -> Table:
 
 def final_table(rows: list[dict]) -> Table:
     table = Table(title="ta-actors results")
-    for col in ("ticker", "date", "rating", "status", "run id", "reports"):
+    for col in ("ticker", "date", "rating", "status"):
         table.add_column(col)
+    table.add_column("run id", no_wrap=True)
+    table.add_column("reports", overflow="fold")
     for r in rows:
         status = r["status"] if r["status"] != "failed" else f"failed: {r.get('reason') or ''}"
         table.add_row(r["ticker"], str(r["trade_date"]), r.get("rating") or "-", status,

@@ -22,7 +22,7 @@ DEFAULT_VENDORS: dict[str, tuple[str, ...]] = {
 }
 OFFLINE_VENDORS: dict[str, tuple[str, ...]] = {k: ("synthetic",) for k in DEFAULT_VENDORS}
 
-_TICKER = re.compile(r"^[A-Z0-9][A-Z0-9._\-^=]{0,31}$")
+_TICKER = re.compile(r"^\^?[A-Z0-9][A-Z0-9._\-=]{0,30}$")  # "^" only leads (index symbols)
 
 
 class InvalidInput(ValueError):
@@ -38,8 +38,8 @@ def validate_ticker(raw: str) -> str:
         raise InvalidInput(f"ticker {raw!r} is longer than 32 characters")
     if ".." in ticker or set(ticker) <= {".", "-", "_"} or not _TICKER.match(ticker):
         raise InvalidInput(
-            f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ ^ = only, "
-            "starting with a letter or digit; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
+            f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ = only, starting "
+            "with a letter, a digit or an index's ^; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
     return ticker
 
 

@@ -39,6 +39,7 @@ class LLMGateway:
                  retry_base_s: float = 1.0, reasoning_effort: str | None = None) -> None:
         self._limits = {**DEFAULT_CONCURRENCY, **dict(concurrency_per_provider or {})}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_base_s = retry_base_s
         self._reasoning_effort = reasoning_effort  # forwarded only where the table allows
         self._memory = litellm_client.ReasoningMemory()
@@ -51,6 +52,9 @@ class LLMGateway:
         litellm_client._litellm()
 
     def _semaphore(self, provider: str) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # semaphores bind to one loop (tests use several)
+            self._loop, self._semaphores = loop, {}
         if provider not in self._semaphores:
             limit = self._limits.get(provider, self._limits["*"])
             self._semaphores[provider] = asyncio.Semaphore(max(1, int(limit)))

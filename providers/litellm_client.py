@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from events.records import Message, ToolCall
+from events.records import ToolCall
 from providers import structured as st
 from providers.base import LLMError, LLMRequest, one_line, provider_of
 from providers.capabilities import Capabilities
@@ -233,7 +233,9 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
         kind, status = "timeout", (status if status and status != 408 else None)
         detail = f"no reply within {request.timeout_s:g} s"
-    elif isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APIStatusError):
+    elif (isinstance(exc, openai.APIConnectionError) and not isinstance(
+            exc, openai.APIStatusError)) or detail.lower().startswith("connection error"):
+        # litellm reports a refused connection as an InternalServerError "Connection error."
         kind = "server"
         detail = f"could not connect to {request.base_url or 'the provider'}: {detail}"
         status = None

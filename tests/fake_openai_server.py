@@ -118,7 +118,7 @@ class FakeOpenAIServer:
         self.script: deque[dict] = deque()
         self.requests: list[dict] = []
         self.paths: list[str] = []
-        self.headers: list[dict[str, str]] = []
+        self.headers: list[dict[str, str]] = []  # lower-case names
         self.active = 0  # requests being handled right now
         self.peak_active = 0  # the most handled at once (checks client-side concurrency caps)
         self._lock = threading.Lock()
@@ -180,7 +180,7 @@ class FakeOpenAIServer:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
                 body = json.loads(raw or b"{}")
-                number, reply = server._next(body, self.path, dict(self.headers.items()))
+                number, reply = server._next(body, self.path, {k.lower(): v for k, v in self.headers.items()})
                 with server._lock:
                     server.active += 1
                     server.peak_active = max(server.peak_active, server.active)
@@ -204,7 +204,7 @@ class FakeOpenAIServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._httpd.block_on_close = False
-        threading.Thread(target=self._httpd.serve_forever, daemon=True,
+        threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True,
                          name="fake-openai").start()
         return self
 

@@ -90,3 +90,15 @@ def test_cache_passes_no_data_through(tmp_path):
         CachedVendor(Empty(), Cache(tmp_path / "c.duckdb")).news("X", dt.date.today(),
                                                                dt.date.today())
     assert not hasattr(CachedVendor(Empty(), Cache(tmp_path / "c.duckdb")), "prices")
+
+
+def test_cache_is_safe_from_many_threads(tmp_path):
+    """The market-data actor calls MarketData from a thread pool."""
+    import concurrent.futures as cf
+    cache = Cache(tmp_path / "c.duckdb")
+
+    def work(i):
+        cache.put("v", "identity", f"K{i % 4}", None, None, 1, f'"{i % 4}"')
+        return cache.get("v", "identity", f"K{i % 4}") == f'"{i % 4}"'
+    with cf.ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(work, range(80)))

@@ -203,3 +203,16 @@ def test_latency_is_slept_concurrently():
     assert all(r.latency_ms >= 300 for r in replies)
     assert elapsed < 1.5  # eight 0.3 s calls overlap
     assert gateway.peak_in_flight["offline"] == 8
+
+
+def test_one_gateway_serves_successive_event_loops():
+    gateway = LLMGateway(concurrency_per_provider={"offline": 1})
+    request = LLMRequest(model="offline/quick", messages=[prompt(None)], role="bull",
+                         offline_latency_s=0.05)
+
+    async def pair():
+        return await asyncio.gather(gateway.complete(request), gateway.complete(request))
+
+    for _ in range(2):  # contention on a semaphore from a loop that is gone must not fail
+        assert len(asyncio.run(pair())) == 2
+    assert gateway.peak_in_flight["offline"] == 1
