@@ -148,8 +148,7 @@ class RoleTurn:
     async def _analyst(self, messages: list[Message]) -> d.DomainEvent:
         cap = self.state.config.max_tool_calls
         tools = [TOOL_SPECS[n] for n in ANALYST_TOOLS[self.role]]
-        used, index = 0, 0
-        capped = self.turn.turn_id in self.state.capped
+        used, index, capped = 0, 0, False  # replay re-walks the loop from recorded calls
         while True:
             call = await self.call_model(index, messages, [] if capped else tools)
             messages = messages + [Message(role="assistant", content=call.response_text,
@@ -169,10 +168,9 @@ class RoleTurn:
                                         name=tc.name))
             if used >= cap and not capped:
                 capped = True
-            if capped:
-                if self.turn.turn_id not in self.state.capped:
-                    await self._append(d.ToolCapReached(turn_id=self.turn.turn_id, role=self.role,
-                                                        cap=cap), f"{self.turn.turn_id}:cap")
+            if capped:  # recorded once: the key makes a replayed append a no-op
+                await self._append(d.ToolCapReached(turn_id=self.turn.turn_id, role=self.role,
+                                                    cap=cap), f"{self.turn.turn_id}:cap")
                 messages.append(Message(role="user", content=prompts.CAP_REACHED))
             index += 1
 
