@@ -333,3 +333,69 @@ def runs(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = 
         table.add_row(r.run_id, r.ticker, str(r.trade_date), r.status, r.rating or "-",
                       r.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
     display.out().print(table)
+
+
+# ---- memory ---------------------------------------------------------------------------------
+@memory_app.command("show")
+def memory_show(ticker: Annotated[Optional[str], typer.Option(help="Only this ticker.")] = None,
+                store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False
+                ) -> None:
+    """Print the memory log: decisions, realised returns and alpha, reflections."""
+    try:
+        _memory_show(ticker, store or default_store(), address, as_json)
+    except (InvalidInput, StoreError) as exc:
+        fail(str(exc).splitlines()[0])
+
+
+def _memory_show(ticker: str | None, store: Path, address: str | None, as_json: bool) -> None:
+    from events.config import validate_ticker
+    from projections.memory import MEMORY_TYPES, memory_entries, render_log
+    wanted = validate_ticker(ticker) if ticker else None
+    reader = open_reader(store, address)
+    try:
+        entries = memory_entries(reader.read_all(types=list(MEMORY_TYPES)))
+    finally:
+        reader.close()
+    entries = [m for m in entries if wanted is None or m.ticker == wanted]
+    if as_json:
+        typer.echo(json.dumps([{
+            "run_id": m.run_id, "ticker": m.ticker, "trade_date": str(m.trade_date),
+            "rating": m.rating, "resolved": m.resolved,
+            "raw_return": m.outcome.raw_return if m.outcome else None,
+            "alpha": m.outcome.alpha if m.outcome else None,
+            "holding_days": m.outcome.holding_days if m.outcome else None,
+            "reflection": m.reflection} for m in entries], indent=2))
+    else:
+        typer.echo(render_log(entries) or "(the memory log is empty)")
+
+
+@memory_app.command("resolve")
+def memory_resolve(
+    offline: Annotated[bool, typer.Option("--offline", help="Offline reflector, synthetic data.")] = False,
+    quick_model: Annotated[Optional[str], typer.Option(help="Model for the reflector.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible endpoint.")] = None,
+    vendor: Annotated[Optional[str], typer.Option(help="Price vendor.")] = None,
+    data_dir: Annotated[Optional[str], typer.Option(help="Folder of SYMBOL.csv files.")] = None,
+    holding_days: Annotated[int, typer.Option(help="Trading days to score over.")] = 5,
+    store: StoreOpt = None, address: AddressOpt = None,
+) -> None:
+    """Score every pending decision whose holding period has passed, and reflect on it."""
+    try:
+        config = build_configs(["SPY"], str(__import__("datetime").date.today()),
+                               "market", 1, 1, offline, quick_model, None, base_url, vendor,
+                               data_dir, holding_days=holding_days)[0]
+    except InvalidInput as exc:
+        fail(str(exc))
+    _check_keys(config)
+    import ray
+
+    from actors import runtime
+    owned = runtime.start(address)
+    team = runtime.team(store or default_store())
+    try:
+        count = ray.get(team.coordinator.resolve_outcomes.remote(team.store, config))
+    finally:
+        runtime.release_store(team.store)
+        if owned:
+            ray.shutdown()
+    typer.echo(f"resolved {count} pending decision(s)")

@@ -62,6 +62,8 @@ class MarketData:
         if name == "yfinance":
             from .vendors.yfinance_vendor import YFinanceVendor
             vendor = YFinanceVendor(session=self.session, retry_delays=self.retry_delays)
+            if vendor.replay is not None:
+                return vendor  # replayed answers are local already: keep them out of the cache
         elif name == "alpha_vantage":
             from .vendors.alpha_vantage import AlphaVantageVendor
             vendor = AlphaVantageVendor(os.environ.get("ALPHA_VANTAGE_API_KEY"), self.session)

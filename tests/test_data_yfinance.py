@@ -1,74 +1,30 @@
-"""yfinance vendor at the network boundary: a requests.Session whose transport adapter serves
-real recorded Yahoo bodies (../shared/data/yahoo), so yfinance's own parsing and ours run on
-real responses. Only the far side of the network is fake."""
+"""yfinance vendor at the network boundary: a requests.Session whose transport adapter (the
+product's Yahoo archive, data/vendors/yahoo_archive.py) serves real recorded Yahoo bodies
+(../shared/data/yahoo), so yfinance's own parsing and ours run on real responses. Only the
+far side of the network is fake."""
 from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
 import requests
 from requests.adapters import BaseAdapter
-from requests.models import Response
 
 from data.service import DataError, MarketData
+from data.vendors.yahoo_archive import ArchiveAdapter, archive_session
 from data.vendors.yfinance_vendor import YFinanceVendor
 
 YF = {k: ("yfinance",) for k in ("prices", "indicators", "fundamentals", "news", "identity")}
 TODAY = dt.date.today()
 
 
-class RecordedYahoo(BaseAdapter):
-    """Answers like Yahoo from recorded bodies; 404 for anything not recorded."""
+class Throttled(ArchiveAdapter):
+    """Yahoo answering every request with HTTP 429."""
 
-    def __init__(self, folder: Path, status_override: int | None = None):
-        super().__init__()
-        self.folder, self.status_override, self.calls = folder, status_override, []
-
-    def _body(self, url: str) -> tuple[int, str, dict]:
-        u = urlsplit(url)
-        q, path = parse_qs(u.query), u.path
-        if u.netloc == "fc.yahoo.com":  # the cookie request: Yahoo answers 404 + a cookie
-            return 404, "", {"Set-Cookie": "A3=d=AQABBrecorded; Domain=.yahoo.com; Path=/"}
-        if path.endswith("/v1/test/getcrumb"):
-            return 200, "Rec0rdedCrumb", {"Content-Type": "text/plain"}
-        sym = path.rstrip("/").split("/")[-1]
-        name = None
-        if "/v8/finance/chart/" in path:
-            name = next((f.name for f in self.folder.glob(f"*chart-{sym}-*.json")), None)
-        elif "/v10/finance/quoteSummary/" in path:
-            name = f"quoteSummary-all-{sym}.json"
-        elif "/fundamentals-timeseries/" in path:
-            kind = "annual" if q.get("type", [""])[0].startswith("annual") else "quarterly"
-            name = f"fundamentalsTimeSeries-{sym}-all-{kind}.json"
-        elif path.endswith("/v1/finance/search"):
-            name = f"search-{q.get('q', [''])[0]}.json"
-        elif path.endswith("/v7/finance/quote"):
-            name = f"quote-{q.get('symbols', [''])[0]}.json"
-        if name and (self.folder / name).is_file():
-            body = json.loads((self.folder / name).read_text())["body"]
-            return 200, json.dumps(body), {"Content-Type": "application/json"}
-        return 404, json.dumps({"finance": {"result": None, "error": {
-            "code": "Not Found", "description": "No data found"}}}), \
-            {"Content-Type": "application/json"}
-
-    def send(self, request, **kwargs):
-        self.calls.append(request.url)
-        status, body, headers = self._body(request.url)
-        if self.status_override is not None:
-            status, body = self.status_override, "Too Many Requests"
-        resp = Response()
-        resp.status_code, resp._content, resp.url, resp.request = status, body.encode(), \
-            request.url, request
-        resp.headers.update(headers)
-        resp.encoding = "utf-8"
-        return resp
-
-    def close(self):
-        pass
+    def answer(self, url):
+        return 429, b"Too Many Requests", {"Content-Type": "text/plain"}
 
 
 class Unreachable(BaseAdapter):
@@ -85,10 +41,7 @@ class Unreachable(BaseAdapter):
 
 
 def _session(adapter: BaseAdapter) -> requests.Session:
-    s = requests.Session()
-    s.mount("https://", adapter)
-    s.mount("http://", adapter)
-    return s
+    return archive_session(adapter)
 
 
 def _forget_yfinance_memory():
@@ -108,7 +61,7 @@ def _yf_state(tmp_path):
 
 @pytest.fixture
 def yahoo(shared_data):
-    adapter = RecordedYahoo(shared_data / "yahoo")
+    adapter = ArchiveAdapter(shared_data / "yahoo")
     return adapter, _session(adapter)
 
 
@@ -118,7 +71,7 @@ def test_identity_from_quote_summary(yahoo):
     assert (inst.name, inst.sector, inst.industry) == ("Apple Inc.", "Technology",
                                                         "Consumer Electronics")
     assert inst.currency == "USD" and inst.vendor == "yfinance" and inst.available
-    assert any("/quoteSummary/AAPL" in u for u in adapter.calls)
+    assert any("/quoteSummary/AAPL" in u and status == 200 for u, status in adapter.calls)
 
 
 def test_unrecorded_ticker_degrades_to_no_data(yahoo):
@@ -207,7 +160,7 @@ def test_chart_with_dividend_is_dividend_adjusted(yahoo, ohlcv_dir, shared_data)
 
 
 def test_rate_limit_retries_then_moves_to_next_vendor(shared_data):
-    adapter = RecordedYahoo(shared_data / "yahoo", status_override=429)
+    adapter = Throttled(shared_data / "yahoo")
     vendor = YFinanceVendor(session=_session(adapter), retry_delays=(0.0, 0.0))
     from data.model import RateLimited
     with pytest.raises(RateLimited):

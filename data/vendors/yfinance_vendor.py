@@ -4,16 +4,19 @@ Why the shape: Yahoo throttles hard, so a rate-limit answer is retried a bounded
 times with configurable (test-small) delays, then reported as RateLimited so the router
 moves on. A 404 or an empty frame means Yahoo has nothing: NoData, never a crash. The
 optional ``requests.Session`` is handed to yfinance so callers (and tests at the network
-boundary) control the transport."""
+boundary) control the transport. Without one, ``TA_ACTORS_YAHOO_ARCHIVE=<folder>`` (or
+``archive=``) replays recorded Yahoo responses instead of the network (see yahoo_archive)."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 import time
 from typing import Any, Callable, Sequence
 
 from ..frames import normalize_bars
 from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Period, RateLimited
 from .base import Vendor, as_date
+from .yahoo_archive import ARCHIVE_ENV, ArchiveAdapter, archive_session
 
 KEY_STATS = ("marketCap", "enterpriseValue", "trailingPE", "forwardPE", "pegRatio",
              "priceToBook", "priceToSalesTrailing12Months", "trailingEps", "forwardEps",
@@ -31,8 +34,16 @@ class YFinanceVendor(Vendor):
     name = "yfinance"
     remote = True
 
-    def __init__(self, session: Any = None, retry_delays: Sequence[float] = (1.0, 4.0, 10.0)):
-        self.session, self.retry_delays = session, tuple(retry_delays)
+    def __init__(self, session: Any = None, retry_delays: Sequence[float] = (1.0, 4.0, 10.0),
+                 archive: str | None = None):
+        self.retry_delays = tuple(retry_delays)
+        #: The ArchiveAdapter when replaying recorded responses (then nothing goes online).
+        self.replay = None
+        archive = archive or (None if session is not None else os.environ.get(ARCHIVE_ENV))
+        if archive:
+            self.replay = ArchiveAdapter(archive)
+            session = archive_session(self.replay)
+        self.session = session
 
     def _ticker(self, symbol: str):
         import yfinance as yf

@@ -1,0 +1,59 @@
+"""Bad input: one line on stderr, a non-zero exit, and nothing written."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+FUTURE = str(dt.date.today() + dt.timedelta(days=3))
+
+BAD_RUNS = [
+    (["../../etc/x", "--date", "2024-05-10"], "ticker '../../etc/x' is not a valid symbol"),
+    (["NV DA", "--date", "2024-05-10"], "is not a valid symbol"),
+    (["..", "--date", "2024-05-10"], "is not a valid symbol"),
+    (["NVDA", "--date", "2024-13-01"], "date '2024-13-01' is not a date"),
+    (["NVDA", "--date", "yesterday"], "is not a date in YYYY-MM-DD form"),
+    (["NVDA", "--date", FUTURE], "is in the future"),
+    (["NVDA", "--date", "2024-05-10", "--analysts", "market,astrology"], "unknown analyst astrology"),
+    (["NVDA", "--date", "2024-05-10", "--analysts", ""], "unknown analyst"),
+    (["NVDA", "--date", "2024-05-10", "--debate-rounds", "0"], "--debate-rounds must be between 1 and 10"),
+    (["NVDA", "--date", "2024-05-10", "--risk-rounds", "-1"], "--risk-rounds must be between 1 and 10"),
+    (["NVDA", "--date", "2024-05-10", "--vendor", "bloomberg"], "unknown vendor 'bloomberg'"),
+    (["NVDA", "--date", "2024-05-10", "--data-dir", "/nonexistent/prices"], "is not a folder"),
+    (["NVDA", "NVDA", "--date", "2024-05-10"], "a ticker is repeated"),
+    (["NVDA", "--date", "2024-05-10", "--max-tool-calls", "0"], "invalid setting max_tool_calls"),
+]
+
+
+@pytest.mark.parametrize("args,message", BAD_RUNS, ids=[m for _, m in BAD_RUNS])
+def test_bad_run_input(cli, store_path, args, message):
+    result = cli("run", *args, "--store", store_path)
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0]
+    assert not store_path.exists()  # nothing written, not even an empty store
+
+
+@pytest.mark.parametrize("command", ["replay", "report", "resume"])
+def test_unknown_run_id(cli, store_path, command, tmp_path):
+    missing = cli(command, "NVDA-2024-05-10-deadbeef", "--store", store_path)
+    assert missing.exit_code == 2 and "no event store at" in missing.stderr
+    assert not store_path.exists()
+    from events.duckdb_store import DuckDBEventStore
+    DuckDBEventStore(store_path).close()  # an empty store: the run is still unknown
+    result = cli(command, "NVDA-2024-05-10-deadbeef", "--store", store_path)
+    assert result.exit_code == 2
+    assert "no run 'NVDA-2024-05-10-deadbeef'" in result.stderr.strip().splitlines()[0]
+
+
+def test_help_lists_every_command(cli):
+    result = cli("--help")
+    for name in ("run", "replay", "report", "resume", "runs", "memory"):
+        assert f" {name} " in result.stdout
+
+
+def test_role_actors_import_no_heavy_library(ray_team, store_path):
+    import ray
+    team = ray_team(store_path)
+    heavy = ray.get([actor.imported_heavy.remote() for actor in team.roles.values()])
+    assert heavy == [[]] * len(team.roles)
