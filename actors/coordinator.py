@@ -18,7 +18,7 @@ from events.envelope import NewEvent
 from events.records import Instrument
 from projections.memory import (MEMORY_STREAM, MEMORY_TYPES, MemoryEntry, memory_entries,
                                 past_context, pending_for)
-from projections.run_state import RunState, project
+from projections.run_state import RunState, apply, project
 from projections.schedule import Turn, next_step, refusal
 
 ACTOR = "coordinator"
@@ -34,6 +34,7 @@ class Coordinator:
         self.role_names, self.gateway, self.market = role_names, gateway, market
         self._roles: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._states: dict[tuple, RunState] = {}
 
     def role(self, role: str) -> Any:
         """The role's actor, looked up by name (role actors start after the coordinator)."""
@@ -42,28 +43,41 @@ class Coordinator:
                                               namespace=ray.get_runtime_context().namespace)
         return self._roles[role]
 
-    # ---- appending, with the turn check -------------------------------------------------
-    async def _append(self, store: Any, run_id: str, payload: d.DomainEvent, key: str,
+    # ---- state and appending, with the turn check -----------------------------------------
+    async def _state(self, store: Any, run_id: str) -> RunState:
+        """The run's projection, kept per run and refreshed with only the events it lacks."""
+        key = (getattr(store, "_actor_id", id(store)), run_id)
+        state = self._states.get(key) or RunState()
+        state = project(await store.read_stream.remote(run_id, state.version + 1), state)
+        self._states[key] = state
+        if state.finished:
+            self._states.pop(key, None)
+        return state
+
+    async def _append(self, store: Any, run_id: str, payloads: list[d.DomainEvent], key: str,
                       actor: str = ACTOR, cause: str | None = None) -> None:
-        await store.append.remote(run_id, [NewEvent(payload, actor, cause)], None, key)
+        await store.append.remote(run_id, [NewEvent(p, actor if i == 0 else ACTOR, cause)
+                                           for i, p in enumerate(payloads)], None, key)
 
     async def submit(self, store: Any, run_id: str, payload: d.DomainEvent,
                      actor: str = ACTOR) -> RunState:
-        """Append a role's output if it is in turn; raise Refused otherwise."""
+        """Append a role's output if it is in turn (raise Refused otherwise), together with
+        the assignments it opens: one commit per turn instead of two."""
         lock = self._locks.setdefault(run_id, asyncio.Lock())
         async with lock:
-            state = project(await store.read_stream.remote(run_id))
+            state = await self._state(store, run_id)
             reason = refusal(state, payload)
             if reason:
                 raise Refused(f"{run_id}: refused {payload.type} from {actor}: {reason}")
             turn_id = getattr(payload, "turn_id", None)
             key = f"{turn_id}:output" if turn_id else f"{payload.type}:{state.version}"
-            await self._append(store, run_id, payload, key, actor, turn_id)
-            return project(await store.read_stream.remote(run_id, state.version + 1), state)
+            await self._append(store, run_id, [payload, *_opened(apply(state, payload))], key,
+                               actor, turn_id)
+            return await self._state(store, run_id)
 
     # ---- driving a run -------------------------------------------------------------------
     async def drive(self, store: Any, run_id: str) -> dict:
-        state = project(await store.read_stream.remote(run_id))
+        state = await self._state(store, run_id)
         if state.config is None:
             raise ValueError(f"no run {run_id!r} in this store")
         inflight: dict[str, asyncio.Task] = {}
@@ -75,16 +89,16 @@ class Coordinator:
                 if step.kind == "prepare":
                     await self._prepare(store, run_id, state)
                 elif step.kind == "complete":
-                    await self._append(store, run_id, d.RunCompleted(rating=state.decision.rating),
+                    await self._append(store, run_id, [d.RunCompleted(rating=state.decision.rating)],
                                        "complete")
                 else:
                     await self._dispatch(store, run_id, state, step.turns, inflight)
-                state = project(await store.read_stream.remote(run_id, state.version + 1), state)
+                state = await self._state(store, run_id)
         except Exception as exc:  # noqa: BLE001 - any failure ends the run with a reason
-            reason = str(getattr(exc, "cause", None) or exc).splitlines()[0]
-            await self._append(store, run_id, d.RunFailed(kind="error", reason=reason),
+            reason = _first_line(exc)
+            await self._append(store, run_id, [d.RunFailed(kind="error", reason=reason)],
                                f"failed:{state.version}")
-            state = project(await store.read_stream.remote(run_id))
+            state = await self._state(store, run_id)
         finally:
             for task in inflight.values():
                 task.cancel()
@@ -94,11 +108,10 @@ class Coordinator:
 
     async def _dispatch(self, store: Any, run_id: str, state: RunState, turns: tuple[Turn, ...],
                         inflight: dict[str, asyncio.Task]) -> None:
+        unassigned = [t for t in turns if t.turn_id not in state.assigned]
+        if unassigned:  # normally assigned with the previous output; a fresh or resumed run
+            await self._append(store, run_id, _opened(state), f"assign:{unassigned[0].turn_id}")
         for turn in turns:
-            if turn.turn_id not in state.assigned:
-                await self._append(store, run_id, d.TurnAssigned(
-                    turn_id=turn.turn_id, role=turn.role, round=turn.round),
-                    f"assign:{turn.turn_id}")
             if turn.turn_id not in inflight:
                 ref = self.role(turn.role).act.remote(store, run_id, turn)
                 inflight[turn.turn_id] = asyncio.ensure_future(ref)
@@ -109,37 +122,46 @@ class Coordinator:
             del inflight[turn_id]
             output = task.result()
             if isinstance(output, d.RunFailed):
-                await self._append(store, run_id, output, f"failed:{turn_id}:{state.version}",
+                await self._append(store, run_id, [output], f"failed:{turn_id}:{state.version}",
                                    f"role:{output.role}", turn_id)
                 return
             await self.submit(store, run_id, output, actor=f"role:{output_role(output)}")
 
     # ---- context before the analysts ----------------------------------------------------
     async def _prepare(self, store: Any, run_id: str, state: RunState) -> None:
+        """Identity, verified snapshot and past context, fetched together, recorded at once."""
         c = state.config
+        instrument, snapshot, past = await asyncio.gather(
+            self._identity(c), self._snapshot(c), self._past(store, c))
+        events = []
         if state.instrument is None:
-            try:
-                instrument = await self.market.identity.remote(c)
-            except Exception as exc:  # noqa: BLE001 - identity is fail-open
-                instrument = Instrument(ticker=c.ticker, symbol=c.ticker, available=False,
-                                        note=f"identity unavailable: {_first_line(exc)}")
-            await self._append(store, run_id, d.InstrumentResolved(instrument=instrument),
-                               "context:instrument")
+            events.append(d.InstrumentResolved(instrument=instrument))
         if not state.snapshot_taken:
-            try:
-                snapshot, note = await self.market.snapshot.remote(c), None
-            except Exception as exc:  # noqa: BLE001 - recorded; roles are told not to quote
-                snapshot, note = None, _first_line(exc)
-            if snapshot is None and note is None:
-                note = f"no price data for {c.ticker} on or before {c.trade_date}"
-            await self._append(store, run_id, d.MarketSnapshotTaken(snapshot=snapshot, note=note),
-                               "context:snapshot")
+            events.append(d.MarketSnapshotTaken(snapshot=snapshot[0], note=snapshot[1]))
         if state.past_context is None:
-            await self.resolve_outcomes(store, c, c.ticker)
-            entries = memory_entries(await store.read_all.remote(0, None, list(MEMORY_TYPES)))
-            text, count = past_context(entries, c.ticker, c.trade_date)
-            await self._append(store, run_id, d.PastContextLoaded(text=text, entries=count),
-                               "context:past")
+            events.append(d.PastContextLoaded(text=past[0], entries=past[1]))
+        await self._append(store, run_id, events, "context")
+
+    async def _identity(self, c: Any) -> Instrument:
+        try:
+            return await self.market.identity.remote(c)
+        except Exception as exc:  # noqa: BLE001 - identity is fail-open
+            return Instrument(ticker=c.ticker, symbol=c.ticker, available=False,
+                              note=f"identity unavailable: {_first_line(exc)}")
+
+    async def _snapshot(self, c: Any) -> tuple[Any, str | None]:
+        try:
+            snapshot = await self.market.snapshot.remote(c)
+        except Exception as exc:  # noqa: BLE001 - recorded; roles are told not to quote
+            return None, _first_line(exc)
+        if snapshot is None:
+            return None, f"no price data for {c.ticker} on or before {c.trade_date}"
+        return snapshot, None
+
+    async def _past(self, store: Any, c: Any) -> tuple[str, int]:
+        await self.resolve_outcomes(store, c, c.ticker)
+        entries = memory_entries(await store.read_all.remote(0, None, list(MEMORY_TYPES)))
+        return past_context(entries, c.ticker, c.trade_date)
 
     # ---- memory: scoring past decisions -------------------------------------------------
     async def resolve_outcomes(self, store: Any, config: Any, ticker: str | None = None,
@@ -195,6 +217,15 @@ class Coordinator:
                                  rating=m.rating, raw_return=raw, benchmark=benchmark,
                                  benchmark_return=bench_raw, alpha=raw - bench_raw,
                                  holding_days=k, resolved_on=dk)
+
+
+def _opened(state: RunState) -> list[d.DomainEvent]:
+    """Assignments (or the completion) that ``state`` makes due and that are not yet made."""
+    step = next_step(state)
+    if step.kind == "complete":
+        return [d.RunCompleted(rating=state.decision.rating)]
+    return [d.TurnAssigned(turn_id=t.turn_id, role=t.role, round=t.round)
+            for t in step.turns if t.turn_id not in state.assigned]
 
 
 def _close_on(series: list[tuple[dt.date, float]], day: dt.date) -> float | None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import importlib
+import threading
 from typing import Any
 
 import ray
@@ -35,6 +37,9 @@ class MarketDataActor:
         self.cache_path = cache_path
         self._services: dict[tuple, Any] = {}
         self._lock = asyncio.Lock()
+        # pandas, pandas-ta and the vendors take ~1 s to import: do it while the rest of the
+        # team starts, not on the first run's critical path.
+        threading.Thread(target=_warm_imports, daemon=True).start()
 
     async def _service(self, config: Any) -> Any:
         key = (tuple(sorted((k, tuple(v)) for k, v in config.vendors.items())),
@@ -67,3 +72,11 @@ class MarketDataActor:
     async def benchmark_for(self, config: Any) -> str:
         service = await self._service(config)
         return service.benchmark_for(config.ticker, config.benchmark)
+
+
+def _warm_imports() -> None:
+    for module in ("data.service", "data.indicators", "pandas_ta"):
+        try:
+            importlib.import_module(module)
+        except ImportError:  # reported properly when a tool is called
+            return

@@ -64,6 +64,15 @@ class EventStoreActor:
         return {"path": self.path, "commits": self.commits,
                 "position": self._store.last_position()}
 
-    def close(self) -> bool:
-        self._store.close()
+    async def close(self) -> bool:
+        """Close the file once pending appends are committed. Reads and appends of turns still
+        in flight (e.g. other analysts of a run that just failed) may be using the connection
+        from worker threads; DuckDB refuses to close a busy connection, so wait for them."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer])
+        await asyncio.to_thread(self._close_when_idle)
         return True
+
+    def _close_when_idle(self) -> None:
+        with self._store._lock:  # every store operation holds it while using the connection
+            self._store.close()

@@ -96,6 +96,7 @@ def run(
     base_url: Annotated[Optional[str], typer.Option(help="OpenAI-compatible or local endpoint.")] = None,
     vendor: Annotated[Optional[str], typer.Option(help="Data vendor for every category: yfinance, alpha_vantage, local, synthetic.")] = None,
     data_dir: Annotated[Optional[str], typer.Option(help="Folder of SYMBOL.csv files (local vendor).")] = None,
+    vendors: Annotated[Optional[str], typer.Option(help="Fallback chains per category, e.g. 'prices=yfinance,local;news=local' (wins over --vendor).")] = None,
     max_tool_calls: Annotated[Optional[int], typer.Option(help="Tool-call cap per analyst.")] = None,
     token_budget: Annotated[Optional[int], typer.Option(help="Stop a run past this many tokens.")] = None,
     cost_budget: Annotated[Optional[float], typer.Option(help="Stop a run past this cost (USD).")] = None,
@@ -108,7 +109,7 @@ def run(
     store = store or default_store()
     configs = build_configs(tickers, date, analysts, debate_rounds, risk_rounds, offline,
                             quick_model, deep_model, base_url, vendor, data_dir,
-                            max_tool_calls=max_tool_calls, token_budget=token_budget,
+                            vendors=vendors, max_tool_calls=max_tool_calls, token_budget=token_budget,
                             cost_budget_usd=cost_budget, output_language=language,
                             offline_latency_s=latency)
     _check_keys(configs[0])
@@ -200,17 +201,20 @@ def _follow(store: Any, run_ids: list[str], refs: dict, started: float, quiet: b
     from rich.live import Live
 
     from projections.run_state import project
-    states = {rid: project(ray.get(store.read_stream.remote(rid))) for rid in run_ids}
-    position = max(e.position for rid in run_ids
-                   for e in ray.get(store.read_stream.remote(rid))[-1:]) if run_ids else 0
     pending = list(refs.values())
+    if quiet:  # nothing to show: just wait
+        ray.get(pending)
+        return {}
+    streams = {rid: ray.get(store.read_stream.remote(rid)) for rid in run_ids}
+    states = {rid: project(events) for rid, events in streams.items()}
+    position = max((events[-1].position for events in streams.values() if events), default=0)
     live = None if quiet or not display.err.is_terminal else Live(
         display.progress_table(states, started), console=display.err, refresh_per_second=4)
     if live:
         live.start()
     try:
         while True:
-            done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.25)
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
             for e in ray.get(store.read_all.remote(position)):
                 position = e.position
                 if e.stream in states:

@@ -12,10 +12,16 @@ from events.config import (ANALYSTS, DEFAULT_VENDORS, InvalidInput, RunConfig, v
                            validate_trade_date)
 
 VENDORS = ("yfinance", "alpha_vantage", "local", "synthetic")
+#: Which vendors can serve each data category (what --vendors accepts).
+CATEGORY_VENDORS: dict[str, tuple[str, ...]] = {
+    **{c: VENDORS for c in ("prices", "indicators", "fundamentals", "news", "identity")},
+    "social": ("reddit", "stocktwits", "local", "synthetic"),
+}
 #: Environment variables that set defaults (flags win).
 ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
-       "vendor": "TA_ACTORS_VENDOR", "data_dir": "TA_ACTORS_DATA_DIR",
+       "vendor": "TA_ACTORS_VENDOR", "vendors": "TA_ACTORS_VENDORS",
+       "data_dir": "TA_ACTORS_DATA_DIR",
        "language": "TA_ACTORS_OUTPUT_LANGUAGE"}
 
 
@@ -54,10 +60,50 @@ def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
     return chains
 
 
+def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, ...]]:
+    """``prices=yfinance,local;news=local`` -> {"prices": ("yfinance", "local"), ...}: an
+    ordered fallback chain per data category (the first vendor with data answers)."""
+    chains: dict[str, tuple[str, ...]] = {}
+    for part in (p.strip() for p in raw.split(";")):
+        if not part:
+            continue
+        category, sep, names = (x.strip() for x in part.partition("="))
+        category = category.lower()
+        if not sep or not category:
+            raise InvalidInput(f"--vendors: {part!r} is not CATEGORY=VENDOR[,VENDOR...] "
+                               "(e.g. prices=yfinance,local;news=local)")
+        if category not in CATEGORY_VENDORS:
+            raise InvalidInput(f"--vendors: unknown data category {category!r}; choose from "
+                               + ", ".join(CATEGORY_VENDORS))
+        if category in chains:
+            raise InvalidInput(f"--vendors: category {category!r} is given twice")
+        chain = tuple(v.strip().lower() for v in names.split(",") if v.strip())
+        if not chain:
+            raise InvalidInput(f"--vendors: no vendor given for {category!r}")
+        known = sorted({v for names_ in CATEGORY_VENDORS.values() for v in names_})
+        for name in chain:
+            if name not in known:
+                raise InvalidInput(f"--vendors: unknown vendor {name!r}; choose from "
+                                   + ", ".join(known))
+            if name not in CATEGORY_VENDORS[category]:
+                raise InvalidInput(f"--vendors: vendor {name!r} cannot serve {category}; "
+                                   f"choose from {', '.join(CATEGORY_VENDORS[category])}")
+        if len(set(chain)) != len(chain):
+            raise InvalidInput(f"--vendors: a vendor is repeated in {category}={names}")
+        if "local" in chain and not data_dir:
+            raise InvalidInput(f"--vendors {category}=...local needs --data-dir DIR "
+                               "(a folder of SYMBOL.csv files)")
+        chains[category] = chain
+    if not chains:
+        raise InvalidInput("--vendors is empty; e.g. prices=yfinance,local;news=local")
+    return chains
+
+
 def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: int,
                   risk_rounds: int, offline: bool, quick_model: str | None,
                   deep_model: str | None, base_url: str | None, vendor: str | None,
-                  data_dir: str | None, **extra: object) -> list[RunConfig]:
+                  data_dir: str | None, vendors: str | None = None,
+                  **extra: object) -> list[RunConfig]:
     if not tickers:
         raise InvalidInput("give at least one ticker")
     symbols = [validate_ticker(t) for t in tickers]
@@ -73,11 +119,14 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
                                              or "offline/quick")
     deep = "offline/deep" if offline else (deep_model or os.environ.get(ENV["deep_model"])
                                            or "offline/deep")
+    chains = vendor_chains(vendor or os.environ.get(ENV["vendor"]), data_dir, offline)
+    per_category = vendors or os.environ.get(ENV["vendors"])
+    if per_category:  # per-category chains win over the one --vendor
+        chains.update(parse_vendor_chains(per_category, data_dir))
     fields = dict(analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
                   risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
                   base_url=base_url or os.environ.get(ENV["base_url"]),
-                  vendors=vendor_chains(vendor or os.environ.get(ENV["vendor"]),
-                                        data_dir, offline),
+                  vendors=chains,
                   data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None,
                   **{k: v for k, v in extra.items() if v is not None})
     try:

@@ -33,6 +33,9 @@ def ray_team(tmp_path_factory):
     Returns a function ``store_path -> Team`` giving the actors bound to that store file."""
     cache = tmp_path_factory.mktemp("market-cache") / "cache.duckdb"
     os.environ["TA_ACTORS_CACHE"] = str(cache)
+    # Yahoo is replayed from real recorded responses, never the network. Set before Ray
+    # starts: the market-data actor's process inherits the environment of that moment.
+    os.environ.setdefault("TA_ACTORS_YAHOO_ARCHIVE", str(SHARED_DATA / "yahoo"))
     import ray
 
     from actors import runtime

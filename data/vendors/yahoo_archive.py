@@ -4,7 +4,8 @@ tests.
 A folder of recordings (one JSON file each: ``{"request_url", "status", "body", ...}``, the
 format of ``../shared/data/yahoo``) becomes a ``requests`` transport adapter. Mounted on the
 session yfinance uses, every Yahoo request is answered from the folder, or with a Yahoo-style
-HTTP 404 ("not recorded") that the yfinance vendor turns into "no data". The adapter never
+HTTP 404 ("not recorded", in the shape Yahoo uses for "nothing here" on that endpoint) that
+the yfinance vendor turns into "no data". The adapter never
 opens a socket, so a run on the archive is exactly repeatable and needs no network.
 
 Enable it with ``TA_ACTORS_YAHOO_ARCHIVE=<folder>`` (read whenever the yfinance vendor builds
@@ -131,13 +132,22 @@ class ArchiveAdapter(BaseAdapter):
             return 200, b"Arch1vedCrumb", {"Content-Type": "text/plain"}
         rec = self.archive.find(url)
         if rec is None:
-            body = json.dumps({"finance": {"result": None, "error": {
-                "code": "Not Found",
-                "description": f"not recorded in the Yahoo archive {self.archive.folder}"}}})
-            return 404, body.encode(), {"Content-Type": "application/json",
-                                        "X-Yahoo-Archive": "miss"}
+            return 404, self._not_recorded(u.path), {"Content-Type": "application/json",
+                                                     "X-Yahoo-Archive": "miss"}
         return rec.status, self.archive.body(rec), {"Content-Type": "application/json",
                                                     "X-Yahoo-Archive": rec.file.name}
+
+    def _not_recorded(self, path: str) -> bytes:
+        """HTTP 404 with the body Yahoo gives for "nothing here" on that endpoint, so yfinance
+        parses it as no data. Fundamentals time series say "no rows" without an error, as
+        Yahoo does (yfinance fetches a live trailing-PEG series along with every profile)."""
+        if "/fundamentals-timeseries/" in path:
+            return json.dumps({"timeseries": {"result": [], "error": None}}).encode()
+        root = ("chart" if "/finance/chart/" in path else
+                "quoteSummary" if "/finance/quoteSummary/" in path else "finance")
+        return json.dumps({root: {"result": None, "error": {
+            "code": "Not Found",
+            "description": f"not recorded in the Yahoo archive {self.archive.folder}"}}}).encode()
 
     def send(self, request: Any, **kwargs: Any) -> Any:
         from requests.models import Response
