@@ -106,6 +106,7 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
                   **extra: object) -> list[RunConfig]:
     if not tickers:
         raise InvalidInput("give at least one ticker")
+    data_dir = data_dir or os.environ.get(ENV["data_dir"]) or None
     symbols = [validate_ticker(t) for t in tickers]
     if len(set(symbols)) != len(symbols):
         raise InvalidInput(f"a ticker is repeated: {' '.join(symbols)}")

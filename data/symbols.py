@@ -21,12 +21,8 @@ def table() -> dict:
 
 
 def safe(sym: str) -> str:
-    """``validate_ticker`` that also admits a leading caret (index symbols such as ^GSPC, which
-    the shared check's regex rejects even though its own message cites it as an example)."""
-    sym = (sym or "").strip().upper()
-    if sym.startswith("^"):
-        return "^" + validate_ticker(sym[1:])
-    return validate_ticker(sym)
+    """``validate_ticker`` (which admits one leading caret, for index symbols such as ^GSPC)."""
+    return validate_ticker((sym or "").strip().upper())
 
 
 def to_yahoo(raw: str) -> str:
