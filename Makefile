@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(BIN)/ta-actors run NVDA --date 2024-05-10 --offline --vendor synthetic --store $(CURDIR)/.ta-actors/demo.duckdb
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store

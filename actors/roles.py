@@ -19,11 +19,11 @@ from data.tools import TOOL_SPECS
 from events import domain as d
 from events.decisions import DECISION_SCHEMAS
 from events.envelope import NewEvent
-from events.rating import parse_rating
 from events.records import Message, ToolResult
 from projections.run_state import RunState, project
 from projections.schedule import DEEP_ROLES, Turn
 from providers.base import LLMError, LLMReply, LLMRequest
+from providers.structured import from_freetext
 
 #: Tools each analyst may call (the news analyst gets insider transactions bound, too).
 ANALYST_TOOLS: dict[str, tuple[str, ...]] = {
@@ -181,7 +181,7 @@ class RoleTurn:
             try:
                 decision = DECISION_SCHEMAS[schema].model_validate(data)
             except Exception:  # the gateway guarantees validity; stay safe on old events
-                decision = DECISION_SCHEMAS[schema].model_validate(_from_text(schema, text))
+                decision = DECISION_SCHEMAS[schema].model_validate(from_freetext(schema, text))
             kind = {"ResearchPlan": ("plan", d.InvestmentPlanIssued),
                     "TradeProposal": ("proposal", d.TradeProposed),
                     "PortfolioDecision": ("decision", d.PortfolioDecisionIssued)}[schema]
@@ -192,15 +192,6 @@ class RoleTurn:
                                         argument=text)
         return d.RiskArgumentMade(turn_id=t.turn_id, speaker=self.role, round=t.round,
                                   argument=text)
-
-
-def _from_text(schema: str, text: str) -> dict:
-    rating = parse_rating(text).value
-    return {"ResearchPlan": {"recommendation": rating, "rationale": text, "strategic_actions": ""},
-            "TradeProposal": {"action": {"Overweight": "Buy", "Underweight": "Sell"}.get(
-                rating, rating), "reasoning": text},
-            "PortfolioDecision": {"rating": rating, "executive_summary": text[:500],
-                                  "investment_thesis": text}}[schema]
 
 
 @ray.remote(num_cpus=0, max_concurrency=256)

@@ -167,19 +167,22 @@ def _drive(store: Path, address: str | None, requests: list, out: Path | None,
            as_json: bool) -> list[dict]:
     import ray
 
-    from actors import runtime
     from projections.reports import render_reports
     from projections.run_state import project
-    owned = runtime.start(address)
-    team = runtime.team(store)
     started = time.monotonic()
-    try:
+    with _team(store, address) as team:
         for run_id, events in requests:
             key = f"request:{run_id}" if events[0].payload.type == "RunRequested" else None
             ray.get(team.store.append.remote(run_id, events, None, key))
         refs = {run_id: team.coordinator.drive.remote(team.store, run_id)
                 for run_id, _ in requests}
-        states = _follow(team.store, list(refs), refs, started, quiet=as_json)
+        try:
+            _follow(team.store, list(refs), refs, started, quiet=as_json)
+        except KeyboardInterrupt:
+            ids = " ".join(refs)
+            display.err.print(f"interrupted; the events so far are kept. Continue with: "
+                              f"ta-actors resume RUN_ID --store {store}  (runs: {ids})")
+            raise typer.Exit(130) from None
         rows = []
         for run_id in refs:
             ray.get(refs[run_id])
@@ -188,8 +191,23 @@ def _drive(store: Path, address: str | None, requests: list, out: Path | None,
             _write(folder, render_reports(state))
             rows.append(_row(run_id, state, folder))
         return rows
+
+
+@contextlib.contextmanager
+def _team(store: Path, address: str | None):
+    """The actors, bound to ``store``; the store file is released again on the way out."""
+    import ray
+
+    from actors import runtime
+    owned = runtime.start(address)
+    team = runtime.team(store)
+    try:
+        problem = ray.get(team.store.open_error.remote())
+        if problem:
+            raise StoreError(problem)
+        yield team
     finally:
-        if owned or not address:
+        if not address:  # on a cluster the store actor stays up for other commands
             runtime.release_store(team.store)
         if owned:
             ray.shutdown()
@@ -392,14 +410,9 @@ def memory_resolve(
         fail(str(exc))
     _check_keys(config)
     import ray
-
-    from actors import runtime
-    owned = runtime.start(address)
-    team = runtime.team(store or default_store())
     try:
-        count = ray.get(team.coordinator.resolve_outcomes.remote(team.store, config))
-    finally:
-        runtime.release_store(team.store)
-        if owned:
-            ray.shutdown()
+        with _team(store or default_store(), address) as team:
+            count = ray.get(team.coordinator.resolve_outcomes.remote(team.store, config))
+    except StoreError as exc:
+        fail(str(exc).splitlines()[0])
     typer.echo(f"resolved {count} pending decision(s)")

@@ -5,19 +5,19 @@ A folder of recordings (one JSON file each: ``{"request_url", "status", "body", 
 format of ``../shared/data/yahoo``) becomes a ``requests`` transport adapter. Mounted on the
 session yfinance uses, every Yahoo request is answered from the folder, or with a Yahoo-style
 HTTP 404 ("not recorded", in the shape Yahoo uses for "nothing here" on that endpoint) that
-the yfinance vendor turns into "no data". The adapter never
-opens a socket, so a run on the archive is exactly repeatable and needs no network.
+the yfinance vendor turns into "no data". The adapter never opens a socket, so a run on the
+archive is exactly repeatable and needs no network.
 
 Enable it with ``TA_ACTORS_YAHOO_ARCHIVE=<folder>`` (read whenever the yfinance vendor builds
 its session, i.e. in the market-data actor's process) or ``YFinanceVendor(archive=<folder>)``.
 
 Matching: a request is answered by a recording of the same endpoint path (the host,
-query1/query2, is ignored) whose identifying parameters agree (``q``, ``symbols``,
-``symbol`` when the recording has them; for fundamentals time series the frequency of the requested types). Among several
-candidates the one sharing the most parameters and, for charts, the most of the requested
-period wins. Recordings may cover other dates than asked: the data layer filters everything to
-the trade date anyway. The cookie and crumb handshake is answered without recordings (it
-carries no market data)."""
+query1/query2, is ignored) whose identifying parameters agree (``q``, ``symbols``, ``symbol``
+when the recording has them; for fundamentals time series, the frequency of the requested
+types). Among several candidates wins the one overlapping the requested period most (charts),
+then sharing the most requested types, then the most parameters. Recordings may cover other
+dates than asked: the data layer filters everything to the trade date anyway. The cookie and
+crumb handshake is answered without recordings (it carries no market data)."""
 from __future__ import annotations
 
 import json
