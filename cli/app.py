@@ -101,6 +101,8 @@ def run(
     token_budget: Annotated[Optional[int], typer.Option(help="Stop a run past this many tokens.")] = None,
     cost_budget: Annotated[Optional[float], typer.Option(help="Stop a run past this cost (USD).")] = None,
     language: Annotated[Optional[str], typer.Option(help="Report language (ratings stay English).")] = None,
+    benchmark: Annotated[Optional[str], typer.Option(help="Benchmark for alpha (default: SPY, or by exchange suffix).")] = None,
+    holding_days: Annotated[Optional[int], typer.Option(help="Trading days a decision is scored over (default 5).")] = None,
     latency: Annotated[Optional[float], typer.Option(help="Offline model: simulated seconds per call.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
@@ -110,7 +112,9 @@ def run(
     configs = build_configs(tickers, date, analysts, debate_rounds, risk_rounds, offline,
                             quick_model, deep_model, base_url, vendor, data_dir,
                             vendors=vendors, max_tool_calls=max_tool_calls, token_budget=token_budget,
-                            cost_budget_usd=cost_budget, output_language=language,
+                            cost_budget_usd=cost_budget,
+                            output_language=language or os.environ.get("TA_ACTORS_OUTPUT_LANGUAGE"),
+                            benchmark=benchmark, holding_days=holding_days,
                             offline_latency_s=latency)
     _check_keys(configs[0])
     from events import domain as d
