@@ -14,8 +14,13 @@ from events.store import AppendRequest
 class EventStoreActor:
     def __init__(self, path: str):
         from events.duckdb_store import DuckDBEventStore  # duckdb lives in this process only
-        self._store = DuckDBEventStore(path)
+        from events.store import StoreError
         self.path = path
+        self.error: str | None = None
+        try:
+            self._store = DuckDBEventStore(path)
+        except StoreError as exc:  # kept, so callers get one clear line instead of a dead actor
+            self.error, self._store = str(exc), None
         self._queue: list[tuple[AppendRequest, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
         self.commits = 0
@@ -60,6 +65,10 @@ class EventStoreActor:
     async def verify(self, stream: str) -> Any:
         return await asyncio.to_thread(self._store.verify, stream)
 
+    def open_error(self) -> str | None:
+        """Why the store could not be opened (e.g. another process holds the file), or None."""
+        return self.error
+
     def stats(self) -> dict:
         return {"path": self.path, "commits": self.commits,
                 "position": self._store.last_position()}
@@ -68,6 +77,8 @@ class EventStoreActor:
         """Close the file once pending appends are committed. Reads and appends of turns still
         in flight (e.g. other analysts of a run that just failed) may be using the connection
         from worker threads; DuckDB refuses to close a busy connection, so wait for them."""
+        if self._store is None:
+            return True
         if self._writer is not None and not self._writer.done():
             await asyncio.wait([self._writer])
         await asyncio.to_thread(self._close_when_idle)

@@ -145,3 +145,21 @@ def new_run_id(config: RunConfig) -> str:
 
 def today() -> dt.date:
     return dt.date.today()
+
+
+def trade_dates(start: str, end: str, every: int) -> list[dt.date]:
+    """Every ``every``-th weekday from ``start`` to ``end`` (both validated, inclusive)."""
+    first, last = validate_trade_date(start), validate_trade_date(end)
+    if last < first:
+        raise InvalidInput(f"--to {last} is before --date {first}")
+    if not 1 <= every <= 250:
+        raise InvalidInput(f"--every must be between 1 and 250 trading days, not {every}")
+    days, day = [], first
+    while day <= last:
+        if day.weekday() < 5:
+            days.append(day)
+        day += dt.timedelta(days=1)
+    chosen = days[::every]
+    if len(chosen) > 500:
+        raise InvalidInput(f"{len(chosen)} trade dates is too many for one backtest (max 500)")
+    return chosen

@@ -96,7 +96,10 @@ def one_line_stderr(result) -> str:
 
 
 # ---- 1. a whole run over HTTP ---------------------------------------------------------------
-def test_full_run_every_role_over_http(cli, server, ohlcv_dir, store_path):
+def test_full_run_every_role_over_http(cli, server, ohlcv_dir, store_path, monkeypatch):
+    # an OpenAI-compatible endpoint given by base URL needs no OPENAI_API_KEY
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("TA_ACTORS_BASE_URL", raising=False)
     # the market analyst fetches over three model turns: prices, then an indicator, then writes
     server.route(lambda b: role_of(b) == "market" and tool_turns(b) == 0,
                  tool_calls(("get_stock_data", {"symbol": "NVDA", "start_date": "2024-04-01",
@@ -211,6 +214,7 @@ def test_auth_failure_fails_the_run_with_one_line(cli, server, ohlcv_dir, store_
         assert [a.status for a in f.attempts] == [401] and "OPENAI_API_KEY" in f.error
     assert not payloads(events, "LLMCallCompleted")
     assert len(server.requests) <= 4  # at most one per analyst, no retries
+    print("TAIL", [e.type for e in events][-6:])
     assert Counter(role_of(b) for b in server.requests).most_common(1)[0][1] == 1
 
 
@@ -312,7 +316,7 @@ def test_output_language_reaches_every_request_and_ratings_stay_english(cli, ser
                                                                         store_path):
     server.route(is_role("research_manager"), text(
         "Los alcistas tienen mejores argumentos: el crecimiento de los centros de datos sigue "
-        "fuerte.\\nRecomendación: comprar con moderación.\\nRating: Overweight"))
+        "fuerte.\nRecomendación: comprar con moderación.\nRating: Overweight"))
     server.route(is_role("portfolio_manager"), json_reply({
         "rating": "Underweight", "executive_summary": "Reducir la posición: la valoración es "
         "exigente tras la subida.", "investment_thesis": "El riesgo de corrección supera al "
