@@ -101,6 +101,50 @@ def resume(
     _finish(rows, as_json)
 
 
+@command
+def fork(
+    run_id: Annotated[str, typer.Argument(help="The run to fork.")],
+    at: Annotated[str, typer.Option(help="Stage to continue from: debate, research_manager, trader, risk, portfolio_manager.")] = "debate",
+    quick_model: Annotated[Optional[str], typer.Option(help="New quick model.")] = None,
+    deep_model: Annotated[Optional[str], typer.Option(help="New deep model.")] = None,
+    base_url: Annotated[Optional[str], typer.Option(help="New endpoint.")] = None,
+    debate_rounds: Annotated[Optional[int], typer.Option(help="New bull/bear rounds.")] = None,
+    risk_rounds: Annotated[Optional[int], typer.Option(help="New risk rounds.")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="Reports folder.")] = None,
+    store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Re-decide a run from a stage with other models or rounds, on the same earlier work
+    (e.g. the same analyst reports): a new run whose first events are copies."""
+    from pydantic import ValidationError
+
+    from events import domain as d
+    from events.envelope import NewEvent
+    from projections.fork import STAGES, fork_payloads
+    store = store or default_store()
+    if at not in STAGES:
+        raise InvalidInput(f"unknown stage {at!r}; choose from {', '.join(STAGES)}")
+    reader = open_reader(store, address)
+    try:
+        source = read_run(reader, run_id, store)
+    finally:
+        reader.close()
+    changes = {k: v for k, v in (("quick_model", quick_model), ("deep_model", deep_model),
+                                 ("base_url", base_url), ("debate_rounds", debate_rounds),
+                                 ("risk_rounds", risk_rounds)) if v is not None}
+    try:
+        config = type(source[0].payload.config).model_validate(
+            source[0].payload.config.model_dump() | changes)
+    except ValidationError as exc:
+        raise InvalidInput(f"invalid setting: {exc.errors()[0]['msg']}") from None
+    _check_keys(config)
+    new_id = new_run_id(config)
+    first = d.RunRequested(run_id=new_id, config=config, forked_from=run_id, forked_at=at)
+    events = [NewEvent(first, "cli")] + [NewEvent(p, "fork", None)
+                                         for p in fork_payloads(source, at)]
+    rows, _ = _drive(store, address, [[(new_id, events)]], out, as_json)
+    _finish(rows, as_json)
+
+
 def _check_keys(config: Any) -> None:
     if config.is_offline:
         return

@@ -30,6 +30,8 @@ class RunRequested(DomainEvent):
     type: Literal["RunRequested"] = "RunRequested"
     run_id: str
     config: RunConfig
+    forked_from: str | None = None  # source run of a fork; its events up to a stage are copied
+    forked_at: str | None = None  # the stage the fork continues from
 
 
 class RunResumed(DomainEvent):

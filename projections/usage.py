@@ -42,8 +42,8 @@ def usage(events: Iterable[StoredEvent], by: str = "model") -> list[UsageRow]:
     rows: dict[str, UsageRow] = {}
     for e in events:
         p = e.payload
-        if not isinstance(p, d.LLMCallCompleted | d.LLMCallFailed):
-            continue
+        if not isinstance(p, d.LLMCallCompleted | d.LLMCallFailed) or e.actor == "fork":
+            continue  # a fork's copies were paid for once, by the run they came from
         key = GROUPS[by](e)
         row = rows.get(key) or UsageRow(key)
         tries = max(1, len(p.attempts))

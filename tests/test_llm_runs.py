@@ -5,7 +5,6 @@ resume, the key check before a run, and the output language."""
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 
@@ -214,7 +213,6 @@ def test_auth_failure_fails_the_run_with_one_line(cli, server, ohlcv_dir, store_
         assert [a.status for a in f.attempts] == [401] and "OPENAI_API_KEY" in f.error
     assert not payloads(events, "LLMCallCompleted")
     assert len(server.requests) <= 4  # at most one per analyst, no retries
-    print("TAIL", [e.type for e in events][-6:])
     assert Counter(role_of(b) for b in server.requests).most_common(1)[0][1] == 1
 
 
