@@ -80,7 +80,7 @@ class Coordinator:
         state = await self._state(store, run_id)
         if state.config is None:
             raise ValueError(f"no run {run_id!r} in this store")
-        inflight: dict[str, asyncio.Task] = {}
+        inflight: dict[str, tuple[Any, asyncio.Future]] = {}
         try:
             while True:
                 step = next_step(state)
@@ -99,31 +99,34 @@ class Coordinator:
             await self._append(store, run_id, [d.RunFailed(kind="error", reason=reason)],
                                f"failed:{state.version}")
             state = await self._state(store, run_id)
-        finally:
-            for task in inflight.values():
+        finally:  # a failed run stops its other turns too: no model is paid after the end
+            for ref, task in inflight.values():
+                ray.cancel(ref)
                 task.cancel()
         return {"run_id": run_id, "ticker": state.ticker, "status": state.status,
                 "rating": state.rating,
                 "reason": state.failure.reason if state.failure else None}
 
     async def _dispatch(self, store: Any, run_id: str, state: RunState, turns: tuple[Turn, ...],
-                        inflight: dict[str, asyncio.Task]) -> None:
+                        inflight: dict[str, tuple[Any, asyncio.Future]]) -> None:
         unassigned = [t for t in turns if t.turn_id not in state.assigned]
         if unassigned:  # normally assigned with the previous output; a fresh or resumed run
             await self._append(store, run_id, _opened(state), f"assign:{unassigned[0].turn_id}")
         for turn in turns:
             if turn.turn_id not in inflight:
                 ref = self.role(turn.role).act.remote(store, run_id, turn)
-                inflight[turn.turn_id] = asyncio.ensure_future(ref)
-        by_task = {task: tid for tid, task in inflight.items()}
+                inflight[turn.turn_id] = (ref, asyncio.ensure_future(ref))
+        by_task = {task: tid for tid, (_, task) in inflight.items()}
         done, _ = await asyncio.wait(by_task, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             turn_id = by_task[task]
             del inflight[turn_id]
             output = task.result()
             if isinstance(output, d.RunFailed):
-                await self._append(store, run_id, [output], f"failed:{turn_id}:{state.version}",
-                                   f"role:{output.role}", turn_id)
+                if not (await self._state(store, run_id)).finished:
+                    await self._append(store, run_id, [output],
+                                       f"failed:{turn_id}:{state.version}",
+                                       f"role:{output.role}", turn_id)
                 return
             await self.submit(store, run_id, output, actor=f"role:{output_role(output)}")
 

@@ -75,11 +75,14 @@ class RoleTurn:
                           max_retries=c.llm_max_retries, output_language=c.output_language,
                           offline_latency_s=c.offline_latency_s)
 
-    async def _check_budget(self) -> None:
-        if self.state.token_budget is None and self.state.cost_budget_usd is None:
-            return
-        fresh = project(await self.store.read_stream.remote(self.run_id))
-        reason = fresh.budget_exceeded()
+    async def _may_proceed(self) -> None:
+        """Before a new model or tool call: the run must still be going (another turn may
+        have failed it) and within its budget. Reads only the events this turn has not seen."""
+        self.state = project(await self.store.read_stream.remote(
+            self.run_id, self.state.version + 1), self.state)
+        if self.state.finished:
+            raise TurnFailed("interrupted", f"the run is already {self.state.status}")
+        reason = self.state.budget_exceeded()
         if reason:
             raise TurnFailed("budget", reason)
 
@@ -89,7 +92,7 @@ class RoleTurn:
         done = self._recorded(d.LLMCallCompleted, call_index=index)
         if done is not None:
             return done
-        await self._check_budget()
+        await self._may_proceed()
         request = self._request(messages, tools, schema)
         try:
             reply: LLMReply = await self.gateway.complete.remote(request)
@@ -117,6 +120,7 @@ class RoleTurn:
         done = self._recorded(d.ToolCallCompleted, call_id=call_id)
         if done is not None:
             return done.result
+        await self._may_proceed()
         started = asyncio.get_running_loop().time()
         if name not in ANALYST_TOOLS.get(self.role, ()):
             result = ToolResult(status="error", text=(

@@ -81,9 +81,5 @@ class EventStoreActor:
             return True
         if self._writer is not None and not self._writer.done():
             await asyncio.wait([self._writer])
-        await asyncio.to_thread(self._close_when_idle)
+        await asyncio.to_thread(self._store.close)  # waits for threads still reading
         return True
-
-    def _close_when_idle(self) -> None:
-        with self._store._lock:  # every store operation holds it while using the connection
-            self._store.close()

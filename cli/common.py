@@ -38,8 +38,8 @@ def fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def command(fn: Callable) -> Callable:
-    """Register a command whose bad input ends in one line on stderr and exit code 2."""
+def _guard(fn: Callable) -> Callable:
+    """Bad input ends in one line on stderr and exit code 2; Ray's notices stay off stdout."""
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -47,21 +47,17 @@ def command(fn: Callable) -> Callable:
                 return fn(*args, **kwargs)
         except (InvalidInput, StoreError) as exc:
             fail(str(exc).splitlines()[0])
-    return app.command()(guarded)
+    return guarded
+
+
+def command(fn: Callable) -> Callable:
+    """Register a top-level command."""
+    return app.command()(_guard(fn))
 
 
 def memory_command(name: str) -> Callable:
-    """Like ``command``, for the ``memory`` sub-commands."""
-    def register(fn: Callable) -> Callable:
-        @functools.wraps(fn)
-        def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                with contextlib.redirect_stdout(_QuietRay(sys.stdout)):
-                    return fn(*args, **kwargs)
-            except (InvalidInput, StoreError) as exc:
-                fail(str(exc).splitlines()[0])
-        return memory_app.command(name)(guarded)
-    return register
+    """Register a ``memory`` sub-command."""
+    return lambda fn: memory_app.command(name)(_guard(fn))
 
 
 class _QuietRay(io.TextIOBase):

@@ -12,7 +12,7 @@ from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
 from cli.options import default_store
 from cli.running import write_files
-from cli.stores import open_reader, read_run
+from cli.stores import load_run, open_reader, read_run
 
 
 @command
@@ -47,11 +47,7 @@ def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
     store = store or default_store()
     from projections.reports import render_reports
     from projections.run_state import project
-    reader = open_reader(store, address)
-    try:
-        state = project(read_run(reader, run_id, store))
-    finally:
-        reader.close()
+    state = project(load_run(store, address, run_id))
     folder = out or Path("reports") / run_id
     files = render_reports(state)
     write_files(folder, files)

@@ -14,7 +14,7 @@ import typer
 from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
 from cli.options import build_configs, default_store, new_run_id, trade_dates
-from cli.stores import open_reader, read_run
+from cli.stores import load_run
 from events.config import InvalidInput
 from events.store import StoreError
 
@@ -85,11 +85,7 @@ def resume(
     from events import domain as d
     from events.envelope import NewEvent
     from projections.run_state import project
-    reader = open_reader(store, address)
-    try:
-        state = project(read_run(reader, run_id, store))
-    finally:
-        reader.close()
+    state = project(load_run(store, address, run_id))
     if state.status == "completed":
         display.err.print(f"{run_id} already completed with rating {state.rating}")
         _finish([_row(run_id, state, _reports_dir(store, out, run_id))], as_json)
@@ -123,11 +119,7 @@ def fork(
     store = store or default_store()
     if at not in STAGES:
         raise InvalidInput(f"unknown stage {at!r}; choose from {', '.join(STAGES)}")
-    reader = open_reader(store, address)
-    try:
-        source = read_run(reader, run_id, store)
-    finally:
-        reader.close()
+    source = load_run(store, address, run_id)
     changes = {k: v for k, v in (("quick_model", quick_model), ("deep_model", deep_model),
                                  ("base_url", base_url), ("debate_rounds", debate_rounds),
                                  ("risk_rounds", risk_rounds)) if v is not None}

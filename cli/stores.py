@@ -52,3 +52,12 @@ def read_run(reader: Any, run_id: str, store: Path) -> list:
     if not events or events[0].type != "RunRequested":
         raise InvalidInput(f"no run {run_id!r} in {store} (see `ta-actors runs`)")
     return events
+
+
+def load_run(store: Path, address: str | None, run_id: str) -> list:
+    """A run's events, read and released (one line of error if there is no such run)."""
+    reader = open_reader(store, address)
+    try:
+        return read_run(reader, run_id, store)
+    finally:
+        reader.close()

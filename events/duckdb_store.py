@@ -68,7 +68,8 @@ class DuckDBEventStore(EventStore):
             self._con.execute(_SCHEMA)
 
     def close(self) -> None:
-        self._con.close()
+        with self._lock:  # never while another thread is using the connection
+            self._con.close()
 
     def _query(self, sql: str, params: list | tuple = ()) -> list[tuple]:
         with self._lock:

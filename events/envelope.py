@@ -22,8 +22,8 @@ class NewEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class RawEvent:
-    """A stored row as the backend keeps it: the payload is still its canonical JSON text."""
+class Envelope:
+    """What the store records around every payload."""
     position: int
     event_id: str
     stream: str
@@ -36,6 +36,11 @@ class RawEvent:
     idempotency_key: str | None
     prev_hash: str
     hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawEvent(Envelope):
+    """A stored row as the backend keeps it: the payload is still its canonical JSON text."""
     payload_json: str
 
     def expected_hash(self) -> str:
@@ -45,20 +50,8 @@ class RawEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class StoredEvent:
+class StoredEvent(Envelope):
     """An event read back: envelope fields plus the parsed (and upcast) payload."""
-    position: int
-    event_id: str
-    stream: str
-    seq: int
-    type: str
-    schema_version: int
-    recorded_at: dt.datetime
-    actor: str
-    causation_id: str | None
-    idempotency_key: str | None
-    prev_hash: str
-    hash: str
     payload: DomainEvent
 
     def envelope(self) -> dict:
