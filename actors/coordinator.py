@@ -47,11 +47,12 @@ class Coordinator:
     async def _state(self, store: Any, run_id: str) -> RunState:
         """The run's projection, kept per run and refreshed with only the events it lacks."""
         key = (getattr(store, "_actor_id", id(store)), run_id)
-        state = self._states.get(key) or RunState()
-        state = project(await store.read_stream.remote(run_id, state.version + 1), state)
-        self._states[key] = state
+        base = self._states.get(key) or RunState()
+        state = project(await store.read_stream.remote(run_id, base.version + 1), base)
         if state.finished:
             self._states.pop(key, None)
+        elif state.version > getattr(self._states.get(key), "version", 0):
+            self._states[key] = state  # concurrent refreshes never move it backwards
         return state
 
     async def _append(self, store: Any, run_id: str, payloads: list[d.DomainEvent], key: str,

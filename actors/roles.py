@@ -78,8 +78,10 @@ class RoleTurn:
     async def _may_proceed(self) -> None:
         """Before a new model or tool call: the run must still be going (another turn may
         have failed it) and within its budget. Reads only the events this turn has not seen."""
-        self.state = project(await self.store.read_stream.remote(
-            self.run_id, self.state.version + 1), self.state)
+        base = self.state  # tool calls run concurrently: fold onto what this read started from
+        fresh = project(await self.store.read_stream.remote(self.run_id, base.version + 1), base)
+        if fresh.version > self.state.version:
+            self.state = fresh
         if self.state.finished:
             raise TurnFailed("interrupted", f"the run is already {self.state.status}")
         reason = self.state.budget_exceeded()
@@ -161,17 +163,16 @@ class RoleTurn:
                 text = call.response_text.strip() or "(the model returned an empty report)"
                 return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
                                                 report=text)
-            for j, tc in enumerate(call.tool_calls):
-                if used >= cap:
-                    result = ToolResult(status="error", text="not executed: tool-call cap reached")
-                    capped = True
-                else:
-                    result = await self.call_tool(index, j, tc.name, tc.arguments)
-                    used += 1
+            allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
+            results = await asyncio.gather(*(  # are independent: fetch them together
+                self.call_tool(index, j, tc.name, tc.arguments) for j, tc in enumerate(allowed)))
+            skipped = ToolResult(status="error", text="not executed: tool-call cap reached")
+            results += [skipped] * (len(call.tool_calls) - len(allowed))
+            for tc, result in zip(call.tool_calls, results):
                 messages.append(Message(role="tool", content=result.text, tool_call_id=tc.id,
                                         name=tc.name))
-            if used >= cap and not capped:
-                capped = True
+            used += len(allowed)
+            capped = used >= cap
             if capped:  # recorded once: the key makes a replayed append a no-op
                 await self._append(d.ToolCapReached(turn_id=self.turn.turn_id, role=self.role,
                                                     cap=cap), f"{self.turn.turn_id}:cap")

@@ -1,13 +1,21 @@
 """The one actor that owns the DuckDB file. Appends that arrive together are committed in one
-transaction (group commit); each caller is answered once its batch is durable."""
+transaction (group commit); each caller is answered once its batch is durable.
+
+Streams of runs in flight are read many times (every turn reads its run), so the actor keeps
+the decoded events of recently used streams: events never change, and every append passes
+through here, so the copy is exact."""
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 import ray
 
 from events.store import AppendRequest
+
+
+RECENT_STREAMS = 128
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -24,6 +32,8 @@ class EventStoreActor:
         self._queue: list[tuple[AppendRequest, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
         self.commits = 0
+        self._recent: OrderedDict[str, list] = OrderedDict()  # stream -> all its events
+        self._appends: dict[str, int] = {}  # stream -> appends so far (detects racing reads)
 
     async def append(self, stream: str, events: list, expected_version: int | None = None,
                      idempotency_key: str | None = None) -> list:
@@ -43,14 +53,35 @@ class EventStoreActor:
             except Exception as exc:  # noqa: BLE001 - every waiter learns the failure
                 results = [exc] * len(batch)
             self.commits += 1
-            for (_, future), result in zip(batch, results):
+            for (request, future), result in zip(batch, results):
                 if isinstance(result, Exception):
                     future.set_exception(result)
                 else:
+                    self._extend_recent(request.stream, result)
                     future.set_result(result)
 
+    def _extend_recent(self, stream: str, stored: list) -> None:
+        self._appends[stream] = self._appends.get(stream, 0) + 1
+        known = self._recent.get(stream)
+        if known is None or not stored:
+            return
+        if stored[0].seq == len(known) + 1:
+            known.extend(stored)
+        elif stored[-1].seq > len(known):  # a gap we cannot explain: read it again next time
+            del self._recent[stream]
+
     async def read_stream(self, stream: str, from_seq: int = 1) -> list:
-        return await asyncio.to_thread(self._store.read_stream, stream, from_seq)
+        known = self._recent.get(stream)
+        if known is None:
+            appends = self._appends.get(stream, 0)
+            known = await asyncio.to_thread(self._store.read_stream, stream, 1)
+            if self._appends.get(stream, 0) == appends and known:  # no append raced the read
+                self._recent[stream] = known
+                while len(self._recent) > RECENT_STREAMS:
+                    self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(stream)
+        return known[from_seq - 1:]
 
     async def read_all(self, after_position: int = 0, limit: int | None = None,
                        types: list[str] | None = None) -> list:
