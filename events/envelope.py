@@ -69,11 +69,16 @@ def canonical_json(obj: object) -> str:
 def chain_hash(prev_hash: str, stream: str, seq: int, event_id: str, type_: str,
                schema_version: int, recorded_at: dt.datetime, actor: str,
                causation_id: str | None, idempotency_key: str | None, payload_json: str) -> str:
-    """SHA-256 over the canonical JSON of envelope + payload, chained to the previous event."""
-    body = canonical_json([prev_hash, stream, seq, event_id, type_, schema_version,
-                           utc(recorded_at).isoformat(), actor, causation_id, idempotency_key,
-                           payload_json])
-    return hashlib.sha256(body.encode()).hexdigest()
+    """SHA-256 over the canonical JSON of the envelope, a newline, and the payload's canonical
+    JSON as stored, chained to the previous event (the payload text is hashed as it is, not
+    escaped into another JSON document: the same guarantee at half the cost)."""
+    envelope = canonical_json([prev_hash, stream, seq, event_id, type_, schema_version,
+                               utc(recorded_at).isoformat(), actor, causation_id,
+                               idempotency_key])
+    digest = hashlib.sha256(envelope.encode())
+    digest.update(b"\n")
+    digest.update(payload_json.encode())
+    return digest.hexdigest()
 
 
 def utc(moment: dt.datetime) -> dt.datetime:

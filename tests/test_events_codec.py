@@ -16,7 +16,8 @@ TURN = json.dumps({"type": "TurnAssigned", "turn_id": "t1", "role": "bull", "rou
 def test_encode_is_canonical_and_rejects_non_events():
     type_, version, text = encode(TurnAssigned(turn_id="t1", role="bull"))
     assert (type_, version) == ("TurnAssigned", 1)
-    assert text == '{"role":"bull","round":1,"turn_id":"t1","type":"TurnAssigned"}'
+    assert text == '{"type":"TurnAssigned","turn_id":"t1","role":"bull","round":1}'
+    assert encode(decode(type_, version, text))[2] == text  # stable: decode, encode, same text
     with pytest.raises(TypeError, match="not a domain event: dict"):
         encode({"type": "TurnAssigned"})
 
@@ -79,3 +80,13 @@ def test_an_upcaster_that_fails_on_a_row_names_the_row(monkeypatch):
         decode("TurnAssigned", 0, TURN, where="run-1#4")
     assert "'TurnAssigned' at run-1#4: upcasting from schema version 0 failed (KeyError" \
         in str(err.value)
+
+
+def test_mapping_order_survives_the_store_so_reports_render_the_same():
+    from events.domain import ToolCallCompleted
+    from events.records import ToolResult
+    event = ToolCallCompleted(turn_id="t", role="market", call_id="c", tool="get_indicators",
+                              arguments={"symbol": "NVDA", "indicator": "rsi", "curr_date": "x"},
+                              result=ToolResult(status="ok", text="42"))
+    back = decode(*encode(event))
+    assert back == event and list(back.arguments) == ["symbol", "indicator", "curr_date"]
