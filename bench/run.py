@@ -47,6 +47,13 @@ def critical_calls(events: list) -> int:
     return analysts + sum(n for t, n in per_turn.items() if not t.startswith("analyst:"))
 
 
+def run_span(streams: list[list]) -> float:
+    """Seconds from the first RunRequested to the last RunCompleted, from the events."""
+    first = min(events[0].recorded_at for events in streams)
+    last = max(events[-1].recorded_at for events in streams)
+    return (last - first).total_seconds()
+
+
 def timed_run(cli, tickers: tuple[str, ...], day: str, data_dir: Path, store: Path,
               latency: float) -> tuple[float, float, list[dict]]:
     args = ["run", *tickers, "--date", day, "--data-dir", str(data_dir), "--store", str(store),
@@ -97,7 +104,9 @@ def main() -> None:
     calls = critical_calls(events)
     critical = calls * args.latency
     with DuckDBEventStore(workdir / "eight.duckdb", read_only=True) as store:
-        critical_8 = max(critical_calls(store.read_stream(r["run_id"])) for r in rows_8) * args.latency
+        streams_8 = [store.read_stream(r["run_id"]) for r in rows_8]
+    critical_8 = max(critical_calls(events_8) for events_8 in streams_8) * args.latency
+    span_1, span_8 = run_span([events]), run_span(streams_8)
     figures = {
         "latency_s": args.latency, "critical_path_calls": calls,
         "critical_path_s": round(critical, 3), "critical_path_8_s": round(critical_8, 3),
@@ -106,12 +115,16 @@ def main() -> None:
         "llm_calls_per_run": rows_1[0]["llm_calls"], "tool_calls_per_run": rows_1[0]["tool_calls"],
         "rss_1_mb": round(rss_1, 1), "rss_8_mb": round(rss_8, 1),
         "rss_ratio": round(rss_8 / rss_1, 3), "cold_run_s": round(cold, 3),
+        "span_1_s": round(span_1, 3), "span_8_s": round(span_8, 3),
+        "span_ratio_1": round(span_1 / critical, 3), "span_ratio_8": round(span_8 / critical, 3),
         "all_completed": all(r["status"] == "completed" for r in rows_1 + rows_8),
     }
     print(f"critical path: {calls} sequential model calls x {args.latency} s = {critical:.2f} s")
     print(f"1 ticker : wall {wall_1:.2f} s, ratio {figures['ratio_1']}, peak RSS {rss_1:.0f} MiB")
     print(f"8 tickers: wall {wall_8:.2f} s, ratio {figures['ratio_8']} (vs single critical path), "
           f"peak RSS {rss_8:.0f} MiB")
+    print(f"runs alone (first RunRequested to last RunCompleted, no CLI around them): "
+          f"1 ticker {span_1:.2f} s, 8 tickers {span_8:.2f} s")
     print(f"per run: {figures['llm_calls_per_run']} LLM calls, "
           f"{figures['tool_calls_per_run']} tool calls")
     print(json.dumps(figures))

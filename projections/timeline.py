@@ -21,8 +21,10 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "RunResumed": lambda e: e.reason,
     "RunCompleted": lambda e: f"rating {e.rating.value}",
     "RunFailed": lambda e: f"{e.kind}: {_clip(e.reason)}",
-    "InstrumentResolved": lambda e: (f"{e.instrument.symbol} {e.instrument.name or ''} "
-                                     f"{e.instrument.exchange or ''} via {e.instrument.vendor}"),
+    "InstrumentResolved": lambda e: (
+        f"{e.instrument.symbol}: {e.instrument.name} ({e.instrument.exchange or '?'}) via "
+        f"{e.instrument.vendor}" if e.instrument.available and e.instrument.name
+        else f"{e.instrument.symbol}: {e.instrument.note or 'identity unavailable'}"),
     "MarketSnapshotTaken": lambda e: (f"last bar {e.snapshot.last_bar.date} close "
                                       f"{e.snapshot.last_bar.close:.2f} via {e.snapshot.vendor}"
                                       if e.snapshot else f"no snapshot: {e.note}"),
