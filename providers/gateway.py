@@ -71,7 +71,12 @@ class LLMGateway:
                 reply = await offline.complete(request)
             self._account(request.model, provider, reply=reply)
             return reply
-        require_key(request.model, request.base_url)
+        try:
+            require_key(request.model, request.base_url)
+        except LLMError as exc:  # the command line saw the key, this process does not
+            raise type(exc)(f"{exc.message}; the LLM gateway is a long-lived Ray actor and "
+                            "only sees variables set before Ray started (on a cluster: in "
+                            "the nodes' environment, see ray_cluster.yaml)") from None
         caps = resolve(request.model)
         attempts: list[Attempt] = []
         waited = 0.0
