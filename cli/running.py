@@ -229,7 +229,8 @@ def _follow(store: Any, run_ids: list[str], refs: dict, started: float, quiet: b
     states = {rid: project(events) for rid, events in streams.items()}
     position = max((events[-1].position for events in streams.values() if events), default=0)
     live = None if quiet or not display.err.is_terminal else Live(
-        display.progress_table(states, started), console=display.err, refresh_per_second=4)
+        display.progress_table(states, started), console=display.err, refresh_per_second=4,
+        redirect_stdout=False)  # stdout stays ours: Ray notices are filtered there
     if live:
         live.start()
     try:
