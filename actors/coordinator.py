@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 import ray
+import structlog
 
 from events import domain as d
 from events.envelope import NewEvent
@@ -22,6 +23,7 @@ from projections.run_state import RunState, apply, project
 from projections.schedule import Turn, next_step, refusal
 
 ACTOR = "coordinator"
+log = structlog.get_logger("actors.coordinator")
 
 
 class Refused(Exception):
@@ -31,6 +33,8 @@ class Refused(Exception):
 @ray.remote(num_cpus=0, max_concurrency=1000)
 class Coordinator:
     def __init__(self, role_names: dict[str, str], gateway: Any, market: Any):
+        from actors.logs import configure
+        configure()
         self.role_names, self.gateway, self.market = role_names, gateway, market
         self._roles: dict[str, Any] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -69,6 +73,8 @@ class Coordinator:
             state = await self._state(store, run_id)
             reason = refusal(state, payload)
             if reason:
+                log.warning("output_refused", run_id=run_id, type=payload.type, actor=actor,
+                            reason=reason)
                 raise Refused(f"{run_id}: refused {payload.type} from {actor}: {reason}")
             turn_id = getattr(payload, "turn_id", None)
             key = f"{turn_id}:output" if turn_id else f"{payload.type}:{state.version}"
@@ -82,6 +88,8 @@ class Coordinator:
         if state.config is None:
             raise ValueError(f"no run {run_id!r} in this store")
         inflight: dict[str, tuple[Any, asyncio.Future]] = {}
+        log.info("run_driven", run_id=run_id, ticker=state.ticker, status=state.status,
+                 version=state.version)
         try:
             while True:
                 step = next_step(state)
@@ -104,6 +112,9 @@ class Coordinator:
             for ref, task in inflight.values():
                 ray.cancel(ref)
                 task.cancel()
+        log.info("run_left", run_id=run_id, status=state.status, rating=state.rating,
+                 llm_calls=state.usage.llm_calls, tokens=state.usage.tokens,
+                 reason=state.failure.reason if state.failure else None)
         return {"run_id": run_id, "ticker": state.ticker, "status": state.status,
                 "rating": state.rating,
                 "reason": state.failure.reason if state.failure else None}

@@ -20,6 +20,8 @@ import ray
 class LLMGatewayActor:
     def __init__(self, concurrency_per_provider: dict[str, int] | None = None):
         from providers.gateway import LLMGateway
+        from actors.logs import configure
+        configure()
         self._gateway = LLMGateway(concurrency_per_provider)
 
     async def complete(self, request: Any) -> Any:
@@ -34,6 +36,8 @@ class MarketDataActor:
     """Blocking vendor calls run in threads; one MarketData per distinct data configuration."""
 
     def __init__(self, cache_path: str | None = None):
+        from actors.logs import configure
+        configure()
         self.cache_path = cache_path
         self._services: dict[tuple, Any] = {}
         self._lock = asyncio.Lock()
