@@ -346,3 +346,41 @@ def test_output_language_reaches_every_request_and_ratings_stay_english(cli, ser
     assert completed.rating.value == "Underweight"
     report = Path(row["reports"]).read_text(encoding="utf-8")
     assert "Reducir la posición" in report and "Underweight" in report
+
+
+# ---- 6. a confused model: unknown tools, bad arguments, a tool loop that never ends ----------
+def test_confused_model_gets_errors_back_and_is_capped(cli, server, ohlcv_dir, store_path,
+                                                         monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # the market analyst asks for a tool that does not exist and for one with a bad argument,
+    # then keeps asking for more tools forever; the cap (3) ends it
+    server.route(lambda b: role_of(b) == "market" and tool_turns(b) == 0,
+                 tool_calls(("get_weather", {"city": "Santa Clara"}),
+                            ("get_indicators", {"symbol": "NVDA", "indicator": "astrology",
+                                                "curr_date": DATE})))
+    server.route(lambda b: role_of(b) == "market" and b.get("tools"),
+                 forever=tool_calls(("get_stock_data", {"symbol": "NVDA",
+                                                        "start_date": "2024-04-01",
+                                                        "end_date": "2031-01-01"})))
+    result, rows = run_http(cli, server, store_path, ohlcv_dir, "--analysts", "market",
+                            "--max-tool-calls", "3")
+    assert result.exit_code == 0, result.output
+    events, _ = read(store_path, rows[0]["run_id"])
+    tools = [t for t in payloads(events, "ToolCallCompleted") if t.role == "market"]
+    assert len(tools) == 3  # the cap
+    unknown, bad = tools[0], tools[1]
+    assert unknown.tool == "get_weather" and unknown.result.status == "error"
+    assert "unknown tool 'get_weather'" in unknown.result.text
+    assert bad.result.status == "error" and "astrology" in bad.result.text
+    assert "rsi" in bad.result.text  # the valid names are listed for the model
+    # dates after the trade date never reach the model: the future end date was clamped
+    prices = tools[2].result.text
+    assert "clamped to trade date 2024-05-10" in prices and "2024-05-10" in prices
+    assert "2024-05-13" not in prices  # the next trading day's bar is not shown
+    (cap,) = payloads(events, "ToolCapReached")
+    assert cap.cap == 3 and cap.role == "market"
+    # after the cap the analyst was asked to write its report, without tools
+    final = [b for b in server.requests if role_of(b) == "market"][-1]
+    assert not final.get("tools") and prompts.CAP_REACHED in json.dumps(final["messages"])
+    assert payloads(events, "AnalystReportSubmitted")[0].analyst == "market"
+    assert events[-1].type == "RunCompleted"
