@@ -8,15 +8,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from events.config import (ANALYSTS, DEFAULT_VENDORS, InvalidInput, RunConfig, validate_ticker,
-                           validate_trade_date)
+from events.config import (ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput, RunConfig,
+                           validate_ticker, validate_trade_date)
 
-VENDORS = ("yfinance", "alpha_vantage", "local", "synthetic")
 #: Which vendors can serve each data category (what --vendors accepts).
 CATEGORY_VENDORS: dict[str, tuple[str, ...]] = {
-    **{c: VENDORS for c in ("prices", "indicators", "fundamentals", "news", "identity")},
-    "social": ("reddit", "stocktwits", "local", "synthetic"),
-}
+    c: tuple(v for v, cats in VENDOR_CATEGORIES.items() if c in cats) for c in DEFAULT_VENDORS}
+#: Vendors that --vendor may name for every category at once.
+VENDORS = CATEGORY_VENDORS["prices"]
 #: Environment variables that set defaults (flags win).
 ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",

@@ -9,7 +9,7 @@ import datetime as dt
 import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from events.config import DEFAULT_VENDORS, InvalidInput
+from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput
 from events.records import Instrument, MarketSnapshot, ToolResult
 
 from . import snapshot as snap
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import requests
 
 __all__ = ["MarketData", "DataError"]
-VENDOR_NAMES = ("yfinance", "alpha_vantage", "reddit", "stocktwits", "local", "synthetic")
+VENDOR_NAMES = tuple(VENDOR_CATEGORIES)
 
 
 class MarketData:

@@ -21,6 +21,13 @@ DEFAULT_VENDORS: dict[str, tuple[str, ...]] = {
     "identity": ("yfinance",),
 }
 OFFLINE_VENDORS: dict[str, tuple[str, ...]] = {k: ("synthetic",) for k in DEFAULT_VENDORS}
+_MARKET = ("prices", "indicators", "fundamentals", "news", "identity")
+#: Every data vendor and the categories it can serve: the one catalogue of vendor names.
+VENDOR_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "yfinance": _MARKET, "alpha_vantage": _MARKET,
+    "reddit": ("social",), "stocktwits": ("social",),
+    "local": tuple(DEFAULT_VENDORS), "synthetic": tuple(DEFAULT_VENDORS),
+}
 
 _TICKER = re.compile(r"^\^?[A-Z0-9][A-Z0-9._\-=]{0,30}$")  # "^" only leads (index symbols)
 
@@ -110,7 +117,22 @@ class RunConfig(BaseModel):
         if unknown:
             raise ValueError(f"unknown data categories: {', '.join(sorted(unknown))}; "
                              f"known: {', '.join(DEFAULT_VENDORS)}")
+        for category, chain in value.items():
+            for vendor in chain:
+                if category not in VENDOR_CATEGORIES.get(vendor, ()):
+                    able = [v for v, cats in VENDOR_CATEGORIES.items() if category in cats]
+                    raise ValueError(f"vendor {vendor!r} cannot serve {category}; "
+                                     f"choose from {', '.join(able)}")
         return {**DEFAULT_VENDORS, **value}
+
+    @field_validator("tool_vendors")
+    @classmethod
+    def _tool_vendors(cls, value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        unknown = {v for chain in value.values() for v in chain} - set(VENDOR_CATEGORIES)
+        if unknown:
+            raise ValueError(f"unknown data vendors: {', '.join(sorted(unknown))}; "
+                             f"known: {', '.join(VENDOR_CATEGORIES)}")
+        return value
 
     @property
     def is_offline(self) -> bool:

@@ -22,7 +22,7 @@ CONFIG = RunConfig(
     ticker="nvda", trade_date=DAY, analysts=("news", "market"), debate_rounds=2, risk_rounds=3,
     quick_model="openai/gpt-4o-mini", deep_model="anthropic/claude-sonnet-4", temperature=0.2,
     output_language="Deutsch", vendors={"news": ("alpha_vantage", "yfinance")},
-    tool_vendors={"get_news": ("finnhub",)}, data_dir="/tmp/ta", max_tool_calls=4,
+    tool_vendors={"get_news": ("alpha_vantage",)}, data_dir="/tmp/ta", max_tool_calls=4,
     holding_days=10, benchmark="^gspc", token_budget=200_000, cost_budget_usd=2.5,
     llm_max_retries=2, llm_timeout_s=30.0, offline_latency_s=0.01)
 SNAPSHOT = MarketSnapshot(

@@ -109,3 +109,19 @@ def test_run_config_normalises_and_fills_defaults():
 def test_run_config_rejects_bad_settings(changes, message):
     with pytest.raises(ValidationError, match=message):
         RunConfig(**{"ticker": "NVDA", "trade_date": "2024-05-10", **changes})
+
+
+def test_run_config_checks_vendor_chains_against_the_catalogue():
+    import datetime as dt
+
+    import pytest
+    from pydantic import ValidationError
+
+    from events.config import RunConfig
+    base = dict(ticker="NVDA", trade_date=dt.date(2024, 5, 10))
+    with pytest.raises(ValidationError, match="vendor 'reddit' cannot serve prices"):
+        RunConfig(**base, vendors={"prices": ("reddit",)})
+    with pytest.raises(ValidationError, match="unknown data vendors: finnhub"):
+        RunConfig(**base, tool_vendors={"get_news": ("finnhub",)})
+    ok = RunConfig(**base, vendors={"prices": ("yfinance", "local")})
+    assert ok.vendors["prices"] == ("yfinance", "local") and ok.vendors["social"]
