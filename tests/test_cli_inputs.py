@@ -57,3 +57,16 @@ def test_role_actors_import_no_heavy_library(ray_team, store_path):
     team = ray_team(store_path)
     heavy = ray.get([actor.imported_heavy.remote() for actor in team.roles.values()])
     assert heavy == [[]] * len(team.roles)
+
+
+def test_run_on_a_store_another_process_holds(cli, store_path):
+    """The store file is held by this (test) process: the store actor cannot open it, and the
+    user gets one line naming the file, not a Ray traceback."""
+    from events.duckdb_store import DuckDBEventStore
+    with DuckDBEventStore(store_path):
+        result = cli("run", "NVDA", "--date", "2024-05-10", "--offline", "--store", store_path)
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert f"event store {store_path} is in use by another process" in line
+    with DuckDBEventStore(store_path, read_only=True) as store:
+        assert store.list_streams() == []  # nothing was written
