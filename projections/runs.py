@@ -18,7 +18,7 @@ class RunSummary:
     run_id: str
     ticker: str
     trade_date: dt.date
-    status: str  # running | completed | failed  ("running" with no live driver = interrupted)
+    status: str  # incomplete (running now, or interrupted: `resume` it) | completed | failed
     rating: str | None
     started_at: dt.datetime
     updated_at: dt.datetime
@@ -30,14 +30,14 @@ def summarize_runs(events: Iterable[StoredEvent]) -> list[RunSummary]:
     for e in events:
         p, run = e.payload, runs.get(e.stream)
         if isinstance(p, d.RunRequested):
-            runs[e.stream] = RunSummary(e.stream, p.config.ticker, p.config.trade_date, "running",
-                                        None, e.recorded_at, e.recorded_at)
+            runs[e.stream] = RunSummary(e.stream, p.config.ticker, p.config.trade_date,
+                                        "incomplete", None, e.recorded_at, e.recorded_at)
             continue
         if run is None:
             continue
         match p:
             case d.RunResumed():
-                run = replace(run, status="running", reason=None)
+                run = replace(run, status="incomplete", reason=None)
             case d.PortfolioDecisionIssued():
                 run = replace(run, rating=p.decision.rating.value)
             case d.RunCompleted():

@@ -98,6 +98,9 @@ def test_resume_after_coordinator_crash_repeats_no_llm_call(ray_team, store_path
     ray.get(team.store.close.remote())  # the CLI resumes through its own store actor
     ray.kill(team.store, no_restart=True)
 
+    listed = {r["run_id"]: r["status"] for r in json.loads(
+        cli("runs", "--store", store_path, "--json").stdout)}
+    assert listed["r-crash"] == "incomplete"
     result = cli("resume", "r-crash", "--store", store_path, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)[0]["status"] == "completed"
