@@ -66,7 +66,7 @@ INDICATORS: dict[str, Indicator] = {
 
 
 class UnknownIndicator(ValueError):
-    pass
+    """An indicator name outside the table; the message lists the valid ones."""
 
 
 def compute(name: str, bars: "pd.DataFrame") -> "pd.Series":

@@ -116,9 +116,8 @@ def _read_figures(facts: Facts) -> None:
 def _scan(text: str, figures: dict[str, Figure]) -> None:
     for match in _KV.finditer(text):
         figures.setdefault(match.group(1), Figure.parse(match.group(2)))
-    bar = None
-    for bar in _BAR.finditer(text):
-        pass
+    bars = list(_BAR.finditer(text))
+    bar = bars[-1] if bars else None  # the latest bar quoted
     if bar:
         for i, key in enumerate(("open", "high", "low", "close", "volume"), start=1):
             figures.setdefault(key, Figure.parse(bar.group(i)))

@@ -157,8 +157,8 @@ class FakeOpenAIServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def log_message(self, *args: Any) -> None:  # keep test output clean
-                pass
+            def log_message(self, *args: Any) -> None:
+                """Keep test output clean."""
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()

@@ -48,7 +48,7 @@ def test_run_and_replay_through_a_cluster(tmp_path, ohlcv_dir):
                                   capture_output=True, env=env, timeout=15).returncode == 0:
                     break
             except subprocess.TimeoutExpired:
-                pass
+                continue  # the head is not listening yet
             time.sleep(1)
         done = _cli(env, "run", "NVDA", "--date", "2024-05-10", "--data-dir", str(ohlcv_dir),
                     "--store", str(store), "--address", address, "--json")

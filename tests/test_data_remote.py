@@ -67,7 +67,7 @@ class Fake(BaseAdapter):
         return resp
 
     def close(self):
-        pass
+        """Nothing to release."""
 
 
 def session(route) -> tuple[requests.Session, Fake]:

@@ -37,7 +37,7 @@ class Unreachable(BaseAdapter):
         raise requests.ConnectionError(f"offline: {request.url[:60]}")
 
     def close(self):
-        pass
+        """Nothing to release."""
 
 
 def _session(adapter: BaseAdapter) -> requests.Session:

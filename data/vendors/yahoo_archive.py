@@ -162,7 +162,7 @@ class ArchiveAdapter(BaseAdapter):
         return resp
 
     def close(self) -> None:
-        pass
+        """Nothing to release: the archive is read on each request."""
 
 
 def archive_session(adapter: Any) -> Any:
