@@ -208,6 +208,12 @@ class FakeOpenAIServer:
                          name="fake-openai").start()
         return self
 
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -239,8 +245,5 @@ class FakeOpenAIServer:
 @pytest.fixture
 def fake_openai():
     """A started FakeOpenAIServer on an ephemeral 127.0.0.1 port; stopped after the test."""
-    server = FakeOpenAIServer().start()
-    try:
+    with FakeOpenAIServer() as server:
         yield server
-    finally:
-        server.stop()

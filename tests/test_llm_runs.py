@@ -52,11 +52,8 @@ class RoutedServer(FakeOpenAIServer):
 
 @pytest.fixture
 def server():
-    s = RoutedServer().start()
-    try:
+    with RoutedServer() as s:
         yield s
-    finally:
-        s.stop()
 
 
 def role_of(body: dict) -> str | None:
