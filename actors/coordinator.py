@@ -50,7 +50,7 @@ class Coordinator:
     # ---- state and appending, with the turn check -----------------------------------------
     async def _state(self, store: Any, run_id: str) -> RunState:
         """The run's projection, kept per run and refreshed with only the events it lacks."""
-        key = (getattr(store, "_actor_id", id(store)), run_id)
+        key = (getattr(store, "path", id(store)), run_id)
         base = self._states.get(key) or RunState()
         state = project(await store.read_stream.remote(run_id, base.version + 1), base)
         if state.finished:

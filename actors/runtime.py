@@ -6,7 +6,6 @@ Service and role actors are shared by every store; one store actor per DuckDB fi
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +16,7 @@ import ray
 from actors.coordinator import Coordinator
 from actors.roles import RoleActor
 from actors.services import LLMGatewayActor, MarketDataActor
-from actors.store_actor import EventStoreActor
+from actors.store_actor import EventStoreActor, StoreRef
 
 NAMESPACE = "ta-actors"
 ROLES = ("market", "social", "news", "fundamentals", "bull", "bear", "research_manager",
@@ -73,10 +72,10 @@ class Team:
     roles: dict[str, Any]
 
 
-def store_actor(path: str | os.PathLike) -> Any:
+def store_actor(path: str | os.PathLike) -> StoreRef:
+    """The store actor (one per cluster, on the node that has the files), bound to ``path``."""
     resolved = str(Path(path).expanduser().resolve())
-    digest = hashlib.sha256(resolved.encode()).hexdigest()[:12]
-    return _named(EventStoreActor, f"store-{digest}", resolved, pin_here=True)
+    return StoreRef(_named(EventStoreActor, "event-store", pin_here=True), resolved)
 
 
 def team(store_path: str | os.PathLike, cache_path: str | None = None) -> Team:
@@ -96,9 +95,6 @@ def role_actor_names() -> dict[str, str]:
     return {role: f"role-{role}" for role in ROLES}
 
 
-def release_store(store: Any) -> None:
-    """Close the DuckDB file and end its actor (so other processes can open the file)."""
-    try:
-        ray.get(store.close.remote())
-    finally:
-        ray.kill(store, no_restart=True)
+def release_store(store: StoreRef) -> None:
+    """Close the DuckDB file so that other processes can open it (the actor stays)."""
+    ray.get(store.close.remote())

@@ -204,7 +204,7 @@ def _team(store: Path, address: str | None):
     owned = runtime.start(address)
     team = runtime.team(store)
     try:
-        problem = ray.get(team.store.open_error.remote())
+        problem = ray.get(team.store.open.remote())
         if problem:
             raise StoreError(problem)
         yield team

@@ -95,8 +95,8 @@ def test_resume_after_coordinator_crash_repeats_no_llm_call(ray_team, store_path
     assert project(crashed).plan is not None and project(crashed).decision is None
     calls_before = {(e.payload.turn_id, e.payload.call_index) for e in crashed
                     if e.type == "LLMCallCompleted"}
-    ray.get(team.store.close.remote())  # the CLI resumes through its own store actor
-    ray.kill(team.store, no_restart=True)
+    from actors import runtime
+    runtime.release_store(team.store)  # the CLI opens the file again to resume
 
     listed = {r["run_id"]: r["status"] for r in json.loads(
         cli("runs", "--store", store_path, "--json").stdout)}

@@ -1,0 +1,85 @@
+"""One open event-store file inside the store actor: group commit and the recent-stream cache.
+
+Appends that arrive together are committed in one transaction; each caller is answered once
+its batch is durable. Streams of runs in flight are read many times (every turn reads its
+run), so the decoded events of recently used streams are kept: events never change, and
+every append to the file passes through here, so the copy is exact. Plain asyncio, no Ray.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from events.store import AppendRequest, EventStore
+
+RECENT_STREAMS = 128
+
+
+class OpenFile:
+    def __init__(self, store: EventStore):
+        self.store = store
+        self.commits = 0
+        self._queue: list[tuple[AppendRequest, asyncio.Future]] = []
+        self._writer: asyncio.Task | None = None
+        self._recent: OrderedDict[str, list] = OrderedDict()  # stream -> all its events
+        self._appends: dict[str, int] = {}  # stream -> appends so far (detects racing reads)
+
+    async def append(self, stream: str, events: list, expected_version: int | None = None,
+                     idempotency_key: str | None = None) -> list:
+        future = asyncio.get_running_loop().create_future()
+        self._queue.append((AppendRequest(stream, events, expected_version, idempotency_key),
+                            future))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                results = await asyncio.to_thread(self.store.append_batches,
+                                                  [req for req, _ in batch])
+            except Exception as exc:  # noqa: BLE001 - every waiter learns the failure
+                results = [exc] * len(batch)
+            self.commits += 1
+            for (request, future), result in zip(batch, results):
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
+                    self._extend_recent(request.stream, result)
+                    future.set_result(result)
+
+    def _extend_recent(self, stream: str, stored: list) -> None:
+        self._appends[stream] = self._appends.get(stream, 0) + 1
+        known = self._recent.get(stream)
+        if known is None or not stored:
+            return
+        if stored[0].seq == len(known) + 1:
+            known.extend(stored)
+        elif stored[-1].seq > len(known):  # a gap we cannot explain: read it again next time
+            del self._recent[stream]
+
+    async def read_stream(self, stream: str, from_seq: int = 1) -> list:
+        known = self._recent.get(stream)
+        if known is None:
+            appends = self._appends.get(stream, 0)
+            known = await asyncio.to_thread(self.store.read_stream, stream, 1)
+            if self._appends.get(stream, 0) == appends and known:  # no append raced the read
+                self._recent[stream] = known
+                while len(self._recent) > RECENT_STREAMS:
+                    self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(stream)
+        return known[from_seq - 1:]
+
+    async def call(self, method: str, *args: Any) -> Any:
+        """A plain read of the store (read_all, list_streams, version, verify) in a thread."""
+        return await asyncio.to_thread(getattr(self.store, method), *args)
+
+    async def close(self) -> None:
+        """Close once pending appends are committed; reads still running in worker threads
+        hold the store's lock, and DuckDB refuses to close a busy connection."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer])
+        await asyncio.to_thread(self.store.close)
