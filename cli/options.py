@@ -162,3 +162,17 @@ def trade_dates(start: str, end: str, every: int) -> list[dt.date]:
     if len(chosen) > 500:
         raise InvalidInput(f"{len(chosen)} trade dates is too many for one backtest (max 500)")
     return chosen
+
+
+def read_tickers_file(path: Path) -> list[str]:
+    """Tickers from a file: one per line (or several separated by spaces or commas); text after
+    # is a comment. Validated later with the rest of the command."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInput(f"cannot read tickers file {path}: {exc.strerror or exc}") from None
+    tickers = [t for line in text.splitlines()
+               for t in line.split("#", 1)[0].replace(",", " ").split()]
+    if not tickers:
+        raise InvalidInput(f"tickers file {path} lists no tickers")
+    return tickers

@@ -13,7 +13,7 @@ import typer
 
 from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import build_configs, default_store, new_run_id, trade_dates
+from cli.options import build_configs, default_store, new_run_id, read_tickers_file, trade_dates
 from cli.stores import load_run
 from events.config import InvalidInput
 from events.store import StoreError
@@ -21,8 +21,9 @@ from events.store import StoreError
 
 @command
 def run(
-    tickers: Annotated[list[str], typer.Argument(help="One or more tickers, e.g. NVDA AAPL 7203.T")],
-    date: Annotated[str, typer.Option("--date", "-d", help="Trade date YYYY-MM-DD (not future).")],
+    tickers: Annotated[Optional[list[str]], typer.Argument(help="One or more tickers, e.g. NVDA AAPL 7203.T")] = None,
+    date: Annotated[str, typer.Option("--date", "-d", help="Trade date YYYY-MM-DD (not future).")] = "",
+    tickers_file: Annotated[Optional[Path], typer.Option(help="File of tickers, one per line (# comments).")] = None,
     to: Annotated[Optional[str], typer.Option("--to", help="Backtest: last trade date; runs every --every weekdays from --date, then scores the decisions.")] = None,
     every: Annotated[int, typer.Option(help="Backtest: weekdays between trade dates.")] = 5,
     analysts: Annotated[str, typer.Option(help="Comma list of analysts.")] = "market,social,news,fundamentals",
@@ -51,6 +52,9 @@ def run(
     each decision can learn from the resolved outcomes of earlier ones; then every decision
     is scored against the market and a scorecard is printed."""
     store = store or default_store()
+    if not date:
+        raise InvalidInput("give the trade date with --date YYYY-MM-DD")
+    tickers = list(tickers or []) + (read_tickers_file(tickers_file) if tickers_file else [])
     days = [date] if to is None else [str(day) for day in trade_dates(date, to, every)]
     batches = [build_configs(tickers, day, analysts, debate_rounds, risk_rounds, offline,
                              quick_model, deep_model, base_url, vendor, data_dir,

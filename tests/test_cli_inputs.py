@@ -22,6 +22,10 @@ BAD_RUNS = [
     (["NVDA", "--date", "2024-05-10", "--data-dir", "/nonexistent/prices"], "is not a folder"),
     (["NVDA", "NVDA", "--date", "2024-05-10"], "a ticker is repeated"),
     (["NVDA", "--date", "2024-05-10", "--max-tool-calls", "0"], "invalid setting max_tool_calls"),
+    (["NVDA"], "give the trade date with --date YYYY-MM-DD"),
+    (["--date", "2024-05-10"], "give at least one ticker"),
+    (["--tickers-file", "/nonexistent/list.txt", "--date", "2024-05-10"],
+     "cannot read tickers file /nonexistent/list.txt"),
 ]
 
 
@@ -70,3 +74,15 @@ def test_run_on_a_store_another_process_holds(cli, store_path):
     assert f"event store {store_path} is in use by another process" in line
     with DuckDBEventStore(store_path, read_only=True) as store:
         assert store.list_streams() == []  # nothing was written
+
+
+def test_tickers_file_is_validated_like_the_command_line(cli, store_path, tmp_path):
+    listing = tmp_path / "tickers.txt"
+    listing.write_text("AAPL, MSFT\n../../etc/x  # sneaky\n")
+    result = cli("run", "--tickers-file", listing, "--date", "2024-05-10", "--store", store_path)
+    assert result.exit_code == 2 and "ticker '../../etc/x' is not a valid symbol" in result.stderr
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing here\n\n")
+    result = cli("run", "--tickers-file", empty, "--date", "2024-05-10", "--store", store_path)
+    assert result.exit_code == 2 and "lists no tickers" in result.stderr
+    assert not store_path.exists()

@@ -73,8 +73,10 @@ def test_full_run_on_real_data(cli, ohlcv_dir, store_path, tmp_path):
     assert "Offline model" in rebuilt["complete_report.md"]
 
 
-def test_three_tickers_in_parallel_never_mix(cli, ohlcv_dir, store_path):
-    result, rows = run_json(cli, "AAPL", "MSFT", "NVDA", "--date", "2023-03-01",
+def test_three_tickers_in_parallel_never_mix(cli, ohlcv_dir, store_path, tmp_path):
+    listing = tmp_path / "tickers.txt"
+    listing.write_text("# my watch list\nMSFT   # software\nnvda\n")
+    result, rows = run_json(cli, "AAPL", "--tickers-file", listing, "--date", "2023-03-01",
                             "--data-dir", ohlcv_dir, "--store", store_path)
     assert result.exit_code == 0, result.output
     assert [r["ticker"] for r in rows] == ["AAPL", "MSFT", "NVDA"]
