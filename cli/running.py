@@ -13,7 +13,8 @@ import typer
 
 from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import build_configs, default_store, new_run_id, read_tickers_file, trade_dates
+from cli.options import (ENV, build_configs, default_store, new_run_id, read_tickers_file,
+                         trade_dates)
 from cli.stores import load_run
 from events.config import InvalidInput
 from events.store import StoreError
@@ -60,8 +61,7 @@ def run(
                              quick_model, deep_model, base_url, vendor, data_dir,
                              vendors=vendors, max_tool_calls=max_tool_calls,
                              token_budget=token_budget, cost_budget_usd=cost_budget,
-                             output_language=language or os.environ.get(
-                                 "TA_ACTORS_OUTPUT_LANGUAGE"),
+                             output_language=language or os.environ.get(ENV["language"]),
                              benchmark=benchmark, holding_days=holding_days,
                              offline_latency_s=latency) for day in days]
     _check_keys(batches[0][0])
