@@ -65,6 +65,9 @@ class EventStoreActor:
     async def verify(self, path: str, stream: str) -> Any:
         return await self._file(path).call("verify", stream)
 
+    async def verify_all(self, path: str) -> list:
+        return await self._file(path).call("verify_all")
+
     def stats(self, path: str) -> dict:
         open_file = self._file(path)
         return {"path": path, "commits": open_file.commits,

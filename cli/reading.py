@@ -133,3 +133,26 @@ def stats(by: Annotated[str, typer.Option(help="Group by model, provider, role, 
         table.add_row(r.key, str(r.calls), str(r.failed), str(r.attempts), f"{r.input_tokens:,}",
                       f"{r.output_tokens:,}", f"{r.cost_usd:.4f}", f"{r.mean_latency_ms:.0f}")
     display.out().print(table)
+
+
+@command
+def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
+    """Check the whole store: every stream's hash chain, and no event missing anywhere."""
+    store = store or default_store()
+    reader = open_reader(store, address)
+    try:
+        results = reader.verify_all()
+    finally:
+        reader.close()
+    broken = [r for r in results if not r.ok]
+    if as_json:
+        typer.echo(json.dumps({"ok": not broken, "streams": len(results) - 1,
+                               "events": results[-1].checked,
+                               "problems": [dataclasses.asdict(r) for r in broken]}, indent=2))
+    else:
+        for r in broken:
+            display.err.print(f"[red]{r.stream}[/]: {r.problem}", soft_wrap=True)
+        typer.echo(f"{len(results) - 1} streams, {results[-1].checked} events: "
+                   + ("intact" if not broken else f"{len(broken)} problem(s)"))
+    if broken:
+        raise typer.Exit(1)

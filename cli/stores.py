@@ -29,6 +29,9 @@ class ActorReader:
     def verify(self, stream: str) -> Any:
         return self._ray.get(self._h.verify.remote(stream))
 
+    def verify_all(self) -> list:
+        return self._ray.get(self._h.verify_all.remote())
+
     def close(self) -> None:
         """The actor stays; nothing to release here."""
 

@@ -129,3 +129,9 @@ class DuckDBEventStore(EventStore):
             "ORDER BY min(position)")
         return [StreamInfo(s, v, f.replace(tzinfo=dt.UTC), last.replace(tzinfo=dt.UTC), ft, lt)
                 for s, v, f, last, ft, lt in rows]
+
+    def _first_missing_position(self) -> int | None:
+        rows = self._query(
+            "SELECT min(prev) + 1 FROM (SELECT position, lag(position, 1, 0) OVER "
+            "(ORDER BY position) AS prev FROM events) WHERE position - prev > 1")
+        return rows[0][0]

@@ -45,3 +45,9 @@ class InMemoryEventStore(EventStore):
         return [StreamInfo(s, rows[-1].seq, rows[0].recorded_at, rows[-1].recorded_at,
                            rows[0].type, rows[-1].type)
                 for s, rows in self._by_stream.items() if rows]
+
+    def _first_missing_position(self) -> int | None:
+        for expected, row in enumerate(self._rows, start=1):
+            if row.position != expected:
+                return expected
+        return None

@@ -162,6 +162,19 @@ class EventStore(ABC):
             prev = row.hash
         return VerifyResult(stream, True, checked)
 
+    def verify_all(self) -> list[VerifyResult]:
+        """Every stream's chain, then the global positions: one writer numbers them 1, 2, 3 …
+        without gaps, so a missing position is a removed event even where a stream's chain
+        cannot tell (its newest events cut off). Only the store's very last event can go
+        unnoticed."""
+        results = [self.verify(info.stream) for info in self.list_streams()]
+        gap = self._first_missing_position()
+        results.append(VerifyResult(
+            "(positions)", gap is None, self.last_position(),
+            None if gap is None else f"global position {gap} is missing: an event was removed",
+            None))
+        return results
+
     def close(self) -> None:
         """Release the backend; the default has nothing to release."""
 
@@ -243,3 +256,7 @@ class EventStore(ABC):
 
     @abstractmethod
     def _stream_infos(self) -> list[StreamInfo]: ...
+
+    @abstractmethod
+    def _first_missing_position(self) -> int | None:
+        """The smallest position in 1..max that no stored event has, or None."""

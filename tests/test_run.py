@@ -121,3 +121,22 @@ def test_replay_and_report_from_events_alone(cli, ohlcv_dir, store_path, tmp_pat
     listing = json.loads(cli("runs", "--store", store_path, "--json").stdout)
     assert [(r["run_id"], r["status"], r["rating"]) for r in listing] == [
         (run_id, "completed", rows[0]["rating"])]
+
+
+def test_verify_command_checks_the_whole_store(cli, ohlcv_dir, store_path):
+    _, rows = run_json(cli, "AAPL", "--date", "2022-06-01", "--data-dir", ohlcv_dir,
+                       "--analysts", "market", "--store", store_path)
+    ok = cli("verify", "--store", store_path, "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["ok"] is True
+    import duckdb
+    con = duckdb.connect(str(store_path))
+    con.execute("UPDATE events SET payload = replace(payload, 'AAPL', 'MSFT') "
+                "WHERE type = 'MarketSnapshotTaken'")
+    con.close()
+    bad = cli("verify", "--store", store_path, "--json")
+    report = json.loads(bad.stdout)
+    assert bad.exit_code == 1 and report["ok"] is False
+    (problem,) = report["problems"]
+    assert problem["stream"] == rows[0]["run_id"] and problem["first_bad_seq"] == 3
+    replay = json.loads(cli("replay", rows[0]["run_id"], "--store", store_path, "--json").stdout)
+    assert replay["verified"] is False and "altered" in replay["problem"]

@@ -331,3 +331,11 @@ def test_old_schema_version_is_upcast_on_read_and_never_rewritten(backend, monke
     assert (new.seq, new.position, new.prev_hash) == (2, 2, row.hash)
     assert store.verify("run-0").ok
     store.close()
+
+
+def test_verify_all_covers_every_stream_and_the_positions(store):
+    for stream in ("run-a", "run-b", "memory"):
+        store.append(stream, turns(f"{stream}-1", f"{stream}-2"))
+    results = store.verify_all()
+    assert [r.stream for r in results] == ["run-a", "run-b", "memory", "(positions)"]
+    assert all(r.ok for r in results) and results[-1].checked == store.last_position() == 6

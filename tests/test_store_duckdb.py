@@ -175,3 +175,18 @@ def test_truncating_the_last_event_is_not_detectable_by_the_chain(filled):
     with DuckDBEventStore(filled) as store:
         result = store.verify("run-a")
         assert (result.ok, result.checked) == (True, 9)
+
+
+def test_verify_all_sees_a_cut_off_stream_through_the_global_positions(filled):
+    """What one stream's chain cannot see (its newest event deleted), the global positions
+    can: one writer numbers them without gaps."""
+    with DuckDBEventStore(filled) as store:
+        assert all(r.ok for r in store.verify_all())
+    rows(filled, "DELETE FROM events WHERE stream = 'run-a' AND seq = 10")
+    with DuckDBEventStore(filled) as store:
+        results = {r.stream: r for r in store.verify_all()}
+        assert results["run-a"].ok  # the chain alone is fine
+        positions = results["(positions)"]
+        assert not positions.ok and "is missing: an event was removed" in positions.problem
+        (gap,) = rows(filled, "SELECT max(position) + 1 FROM events WHERE stream = 'run-a'")
+        assert f"global position {gap[0]} is missing" in positions.problem
