@@ -149,7 +149,11 @@ class FakeOpenAIServer:
             self.paths.append(path)
             self.headers.append(headers)
             self._counter += 1
-            return self._counter, (self.script.popleft() if self.script else smart_reply(body))
+            return self._counter, self._choose(body)
+
+    def _choose(self, body: dict) -> dict:
+        """The reply to ``body`` (called under the lock): the script first, else a smart one."""
+        return self.script.popleft() if self.script else smart_reply(body)
 
     def start(self) -> FakeOpenAIServer:
         server = self

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fake_openai_server import FakeOpenAIServer, error, json_reply, smart_reply, text, tool_calls
+from fake_openai_server import FakeOpenAIServer, error, json_reply, text, tool_calls
 
 from actors import prompts
 from events.duckdb_store import DuckDBEventStore
@@ -38,16 +38,11 @@ class RoutedServer(FakeOpenAIServer):
                 self.routes.append([predicate, list(replies), None])
         return self
 
-    def _next(self, body: dict, path: str, headers: dict) -> tuple[int, dict]:
-        with self._lock:
-            self.requests.append(body)
-            self.paths.append(path)
-            self.headers.append(headers)
-            self._counter += 1
-            for predicate, left, always in self.routes:
-                if predicate(body) and (left is None or left):
-                    return self._counter, (always if left is None else left.pop(0))
-            return self._counter, (self.script.popleft() if self.script else smart_reply(body))
+    def _choose(self, body: dict) -> dict:
+        for predicate, left, always in self.routes:
+            if predicate(body) and (left is None or left):
+                return always if left is None else left.pop(0)
+        return super()._choose(body)
 
 
 @pytest.fixture
