@@ -1,8 +1,8 @@
-"""Starting or joining Ray, and finding the named actors of ta-actors.
+"""Starting or joining Ray, and the actors a command needs.
 
-Single node: ``start()`` starts a local Ray sized for this machine. Cluster: ``start("auto")``
-joins it; the actors are detached, so later commands (replay, resume) find them.
-Service and role actors are shared by every store; one store actor per DuckDB file.
+Single node: ``start()`` starts a local Ray sized for this machine: four processes (store,
+gateway, one worker, one market-data replica). Cluster: ``start("auto")`` joins it; the
+actors are detached, so later commands (replay, resume) and other drivers find them by name.
 """
 from __future__ import annotations
 
@@ -13,14 +13,13 @@ from typing import Any
 
 import ray
 
-from actors.coordinator import Coordinator
-from actors.roles import RoleActor
-from actors.services import LLMGatewayActor, MarketDataActor
-from actors.store_actor import EventStoreActor, StoreRef
+from actors import pools
+from actors.pools import NAMESPACE, Pools, default_cache_path
+from actors.store_actor import StoreRef
 
-NAMESPACE = "ta-actors"
-ROLES = ("market", "social", "news", "fundamentals", "bull", "bear", "research_manager",
-         "trader", "aggressive", "conservative", "neutral", "portfolio_manager", "reflector")
+__all__ = ["NAMESPACE", "Team", "default_cache_path", "release_store", "start", "store_actor",
+           "team"]
+
 _WORKER_ENV = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "RAY_USAGE_STATS_ENABLED": "0",
                "TOKENIZERS_PARALLELISM": "false"}
 
@@ -43,56 +42,38 @@ def start(address: str | None = None, num_cpus: int | None = None) -> bool:
     return True
 
 
-def _named(cls: Any, name: str, *args: Any, pin_here: bool = False) -> Any:
-    # Detached: a named actor that is not detached dies when the last handle to it goes out
-    # of scope, and a later get_if_exists could then hand out a dying actor. A local Ray
-    # started by the CLI ends with the CLI, so nothing is left behind there.
-    options: dict[str, Any] = dict(name=name, namespace=NAMESPACE, get_if_exists=True,
-                                   lifetime="detached")
-    if pin_here:  # the store actor must live on the node that has the file
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            ray.get_runtime_context().get_node_id(), soft=False)
-    return cls.options(**options).remote(*args)
-
-
-def default_cache_path() -> str:
-    from platformdirs import user_cache_dir
-    return os.environ.get("TA_ACTORS_CACHE",
-                          str(Path(user_cache_dir("ta-actors")) / "market-cache.duckdb"))
-
-
 @dataclass
 class Team:
-    """Handles to every actor a run needs."""
-    store: Any
-    coordinator: Any
+    """Handles to the actors a command needs: the store file, the gateway, the pools."""
+    store: StoreRef
     gateway: Any
-    market: Any
-    roles: dict[str, Any]
+    pools: Pools
+
+    def worker_for(self, run_id: str) -> Any:
+        """The replica that drives ``run_id`` (a stable hash over the worker pool)."""
+        name = pools.replica_for(run_id, self.pools.workers)
+        return pools.lookup(name) or pools.ensure_worker(self.pools.workers.index(name))
+
+    def workers(self) -> list[Any]:
+        return [pools.lookup(n) for n in self.pools.workers]
+
+    def grow(self, workers: int | None = None) -> None:
+        """Follow the cluster: nodes that joined get replicas (between batches)."""
+        self.pools = pools.ensure_pools(workers)
 
 
 def store_actor(path: str | os.PathLike) -> StoreRef:
     """The store actor (one per cluster, on the node that has the files), bound to ``path``."""
     resolved = str(Path(path).expanduser().resolve())
-    return StoreRef(_named(EventStoreActor, "event-store", pin_here=True), resolved)
+    return StoreRef(pools.ensure_store(), resolved)
 
 
-def team(store_path: str | os.PathLike, cache_path: str | None = None) -> Team:
-    """Every actor, created in the order a run needs them: Ray starts worker processes a few
-    at a time, so the store, the coordinator, the services and the analysts come first and
-    the later roles start while the analysts work."""
+def team(store_path: str | os.PathLike, workers: int | None = None) -> Team:
+    """Every actor a run needs, created in the order a run needs them (the store, the
+    gateway, then per node a market-data replica and a worker)."""
     store = store_actor(store_path)
-    gateway = _named(LLMGatewayActor, "llm-gateway")
-    market = _named(MarketDataActor, "market-data", cache_path or default_cache_path())
-    coordinator = _named(Coordinator, "coordinator", role_actor_names(), gateway, market)
-    roles = {role: _named(RoleActor, name, role, gateway, market)
-             for role, name in role_actor_names().items()}
-    return Team(store, coordinator, gateway, market, roles)
-
-
-def role_actor_names() -> dict[str, str]:
-    return {role: f"role-{role}" for role in ROLES}
+    gateway = pools.ensure_gateway()
+    return Team(store, gateway, pools.ensure_pools(workers))
 
 
 def release_store(store: StoreRef) -> None:

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import importlib
 import threading
@@ -30,52 +29,43 @@ class LLMGatewayActor:
     def usage(self) -> dict:
         return self._gateway.usage()
 
+    def pid(self) -> int:
+        import os
+        return os.getpid()
+
 
 @ray.remote(num_cpus=0, max_concurrency=64)
 class MarketDataActor:
-    """Blocking vendor calls run in threads; one MarketData per distinct data configuration."""
+    """A market-data replica: a thin shell around ``MarketDesk`` (blocking vendor calls run
+    in threads; one MarketData per distinct data configuration; its own cache file)."""
 
     def __init__(self, cache_path: str | None = None):
         from actors.logs import configure
+        from actors.ports import MarketDesk
         configure()
-        self.cache_path = cache_path
-        self._services: dict[tuple, Any] = {}
-        self._lock = asyncio.Lock()
+        self._desk = MarketDesk(cache_path)
         # pandas, pandas-ta and the vendors take ~1 s to import: do it while the rest of the
         # team starts, not on the first run's critical path.
         threading.Thread(target=_warm_imports, daemon=True).start()
 
-    async def _service(self, config: Any) -> Any:
-        key = (tuple(sorted((k, tuple(v)) for k, v in config.vendors.items())),
-               tuple(sorted((k, tuple(v)) for k, v in config.tool_vendors.items())),
-               config.data_dir)
-        async with self._lock:
-            if key not in self._services:
-                from data.service import MarketData
-                self._services[key] = await asyncio.to_thread(
-                    MarketData, vendors=config.vendors, tool_vendors=config.tool_vendors,
-                    data_dir=config.data_dir, cache_path=self.cache_path)
-            return self._services[key]
-
     async def call_tool(self, name: str, arguments: dict, trade_date: dt.date, config: Any) -> Any:
-        service = await self._service(config)
-        return await asyncio.to_thread(service.call_tool, name, arguments, trade_date)
+        return await self._desk.call_tool(name, arguments, trade_date, config)
 
     async def identity(self, config: Any) -> Any:
-        service = await self._service(config)
-        return await asyncio.to_thread(service.identity, config.ticker)
+        return await self._desk.identity(config)
 
     async def snapshot(self, config: Any) -> Any:
-        service = await self._service(config)
-        return await asyncio.to_thread(service.snapshot, config.ticker, config.trade_date)
+        return await self._desk.snapshot(config)
 
     async def closes(self, config: Any, symbol: str, start: dt.date, end: dt.date) -> list:
-        service = await self._service(config)
-        return await asyncio.to_thread(service.closes, symbol, start, end)
+        return await self._desk.closes(config, symbol, start, end)
 
     async def benchmark_for(self, config: Any) -> str:
-        service = await self._service(config)
-        return service.benchmark_for(config.ticker, config.benchmark)
+        return await self._desk.benchmark_for(config)
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
 
 
 def _warm_imports() -> None:

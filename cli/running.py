@@ -1,10 +1,8 @@
 """Commands that start the team: run (one date or a backtest), resume, memory resolve."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -13,11 +11,16 @@ import typer
 
 from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import (ENV, build_configs, default_store, new_run_id, read_tickers_file,
-                         trade_dates)
+from cli.options import (build_configs, check_budgets, check_out_dir, default_store, new_run_id,
+                         read_tickers_file, trade_dates)
 from cli.stores import load_run
 from events.config import InvalidInput
+from events.errors import one_line
 from events.store import StoreError
+
+
+WorkersOpt = Annotated[Optional[int], typer.Option(
+    "--workers", min=1, help="Worker and market-data replicas [default: one each per node].")]
 
 
 @command
@@ -45,6 +48,8 @@ def run(
     holding_days: Annotated[Optional[int], typer.Option(help="Trading days a decision is scored over (default 5).")] = None,
     latency: Annotated[Optional[float], typer.Option(help="Offline model: simulated seconds per call.")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
+    max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command [default: env TA_ACTORS_MAX_TICKERS, else 500].")] = None,
+    workers: WorkersOpt = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Research TICKERS on --date with the whole team, in parallel; print the ratings.
@@ -55,13 +60,15 @@ def run(
     store = store or default_store()
     if not date:
         raise InvalidInput("give the trade date with --date YYYY-MM-DD")
+    check_out_dir(out)
     tickers = list(tickers or []) + (read_tickers_file(tickers_file) if tickers_file else [])
     days = [date] if to is None else [str(day) for day in trade_dates(date, to, every)]
     batches = [build_configs(tickers, day, analysts, debate_rounds, risk_rounds, offline,
                              quick_model, deep_model, base_url, vendor, data_dir,
-                             vendors=vendors, max_tool_calls=max_tool_calls,
+                             vendors=vendors, max_tickers=max_tickers,
+                             max_tool_calls=max_tool_calls,
                              token_budget=token_budget, cost_budget_usd=cost_budget,
-                             output_language=language or os.environ.get(ENV["language"]),
+                             output_language=language,
                              benchmark=benchmark, holding_days=holding_days,
                              offline_latency_s=latency) for day in days]
     _check_keys(batches[0][0])
@@ -72,7 +79,8 @@ def run(
         ids = [new_run_id(config) for config in configs]
         requests.append([(rid, [NewEvent(d.RunRequested(run_id=rid, config=c), "cli")])
                          for rid, c in zip(ids, configs)])
-    rows, scores = _drive(store, address, requests, out, as_json, score=to is not None)
+    rows, scores = _drive(store, address, requests, out, as_json, score=to is not None,
+                          workers=workers)
     _finish(rows, as_json, scores)
 
 
@@ -82,12 +90,14 @@ def resume(
     token_budget: Annotated[Optional[int], typer.Option(help="A new token budget.")] = None,
     cost_budget: Annotated[Optional[float], typer.Option(help="A new cost budget (USD).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder.")] = None,
+    follow: Annotated[bool, typer.Option(help="If a live driver owns the run, follow it to its end (else stop at once).")] = True,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Continue an interrupted or failed run from its last event, with its own configuration."""
+    check_budgets(token_budget, cost_budget)
+    check_out_dir(out)
     store = store or default_store()
     from events import domain as d
-    from events.envelope import NewEvent
     from projections.run_state import project
     state = project(load_run(store, address, run_id))
     if state.status == "completed":
@@ -97,7 +107,8 @@ def resume(
     _check_keys(state.config)
     resumed = d.RunResumed(reason="resume requested", token_budget=token_budget,
                            cost_budget_usd=cost_budget)
-    rows, _ = _drive(store, address, [[(run_id, [NewEvent(resumed, "cli")])]], out, as_json)
+    rows, _ = _drive(store, address, [[(run_id, [])]], out, as_json, resume=resumed,
+                     follow=follow)
     _finish(rows, as_json)
 
 
@@ -121,6 +132,7 @@ def fork(
     from events.envelope import NewEvent
     from projections.fork import STAGES, fork_payloads
     store = store or default_store()
+    check_out_dir(out)
     if at not in STAGES:
         raise InvalidInput(f"unknown stage {at!r}; choose from {', '.join(STAGES)}")
     source = load_run(store, address, run_id)
@@ -144,116 +156,126 @@ def fork(
 def _check_keys(config: Any) -> None:
     if config.is_offline:
         return
-    from providers.keys import check_keys
+    from rich.markup import escape
+
+    from providers.credentials import MissingKeyError, check_keys
     try:
         for warning in check_keys([config.quick_model, config.deep_model], config.base_url):
-            display.err.print(f"[yellow]warning:[/] {warning}")
-    except Exception as exc:  # MissingKeyError: names the variable
-        fail(str(exc).splitlines()[0])
+            display.err.print(f"[yellow]warning:[/] {escape(warning)}")
+    except MissingKeyError as exc:  # names the variable
+        fail(one_line(exc))
 
 
 def _drive(store: Path, address: str | None, batches: list[list], out: Path | None,
-           as_json: bool, score: bool = False) -> tuple[list[dict], list]:
+           as_json: bool, score: bool = False, resume: Any = None, follow: bool = True,
+           workers: int | None = None) -> tuple[list[dict], list]:
     """Run each batch of requests (runs in a batch in parallel, batches in order); with
     ``score``, resolve every outcome afterwards and return the batches' scorecard."""
-    import ray
+    from actors.session import Session
     started = time.monotonic()
     rows: list[dict] = []
-    with _team(store, address) as team:
-        for requests in batches:
-            rows += _drive_batch(team, store, requests, out, as_json, started)
+    with Session(store, address, workers) as session:
+        for i, requests in enumerate(batches):
+            if i:
+                session.grow()  # nodes that joined since the last batch get replicas
+            rows += _drive_batch(session, store, requests, out, as_json, started, resume,
+                                 follow)
         if not score:
             return rows, []
         from projections.memory import MEMORY_TYPES, memory_entries
         from projections.scorecard import scorecard
-        config = ray.get(team.store.read_stream.remote(rows[0]["run_id"]))[0].payload.config
-        ray.get(team.coordinator.resolve_outcomes.remote(team.store, config))
-        entries = memory_entries(ray.get(team.store.read_all.remote(0, None,
-                                                                    list(MEMORY_TYPES))))
+        config = session.read_stream(rows[0]["run_id"])[0].payload.config
+        session.resolve_outcomes(config)
+        entries = memory_entries(session.read_all(types=MEMORY_TYPES))
         return rows, scorecard(entries, {r["run_id"] for r in rows})
 
 
-def _drive_batch(team: Any, store: Path, requests: list, out: Path | None, as_json: bool,
-                 started: float) -> list[dict]:
-    import ray
-
+def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as_json: bool,
+                 started: float, resume: Any = None, follow: bool = True) -> list[dict]:
     from projections.reports import render_reports
     from projections.run_state import project
-    for run_id, events in requests:
-        key = f"request:{run_id}" if events[0].payload.type == "RunRequested" else None
-        ray.get(team.store.append.remote(run_id, events, None, key))
-    refs = {run_id: team.coordinator.drive.remote(team.store, run_id) for run_id, _ in requests}
+    session.append_many([(run_id, events, f"request:{run_id}")
+                         for run_id, events in requests if events])
+    run_ids = [run_id for run_id, _ in requests]
+    if resume is not None:
+        _say_who_drives(session, run_ids[0], follow)
+    progress = _Progress(session, run_ids, started, quiet=as_json)
     try:
-        _follow(team.store, list(refs), refs, started, quiet=as_json)
+        with progress:
+            summaries = session.drive(run_ids, resume=resume, follow=follow,
+                                      on_tick=progress.tick)
     except KeyboardInterrupt:
         display.err.print(f"interrupted; the events so far are kept. Continue with: "
-                          f"ta-actors resume RUN_ID --store {store}  (runs: {' '.join(refs)})")
+                          f"ta-actors resume RUN_ID --store {store}  (runs: {' '.join(run_ids)})",
+                          markup=False)
         raise typer.Exit(130) from None
     rows = []
-    for run_id in refs:
-        ray.get(refs[run_id])
-        state = project(ray.get(team.store.read_stream.remote(run_id)))
+    for run_id in run_ids:
+        state = project(session.read_stream(run_id))
         folder = _reports_dir(store, out, run_id)
         write_files(folder, render_reports(state))
-        rows.append(_row(run_id, state, folder))
+        row = _row(run_id, state, folder)
+        summary = summaries.get(run_id, {})
+        if summary.get("status") in ("busy", "incomplete"):
+            row |= {"status": summary["status"], "reason": summary.get("reason")}
+        rows.append(row)
     return rows
 
 
-@contextlib.contextmanager
-def _team(store: Path, address: str | None):
-    """The actors, bound to ``store``; the store file is released again on the way out."""
-    import ray
-
-    from actors import runtime
-    owned = runtime.start(address)
-    team = runtime.team(store)
-    try:
-        problem = ray.get(team.store.open.remote())
-        if problem:
-            raise StoreError(problem)
-        yield team
-    finally:
-        if not address:  # on a cluster the store actor stays up for other commands
-            runtime.release_store(team.store)
-        if owned:
-            ray.shutdown()
-
-
-def _follow(store: Any, run_ids: list[str], refs: dict, started: float, quiet: bool) -> dict:
-    """Live progress from the store itself until every drive has returned."""
-    import ray
-    from rich.live import Live
-
+def _say_who_drives(session: Any, run_id: str, follow: bool) -> None:
+    """A resume of a run that a live driver owns follows it (or stops) and says so."""
     from projections.run_state import project
-    pending = list(refs.values())
-    if quiet:  # nothing to show: just wait
-        ray.get(pending)
-        return {}
-    streams = {rid: ray.get(store.read_stream.remote(rid)) for rid in run_ids}
-    states = {rid: project(events) for rid, events in streams.items()}
-    position = max((events[-1].position for events in streams.values() if events), default=0)
-    live = None if quiet or not display.err.is_terminal else Live(
-        display.progress_table(states, started), console=display.err, refresh_per_second=4,
-        redirect_stdout=False)  # stdout stays ours: Ray notices are filtered there
-    if live:
-        live.start()
-    try:
-        while True:
-            done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.5)
-            for e in ray.get(store.read_all.remote(position)):
-                position = e.position
-                if e.stream in states:
-                    before = states[e.stream]
-                    states[e.stream] = project([e], before)
-                    if not quiet and not live:
-                        _log_line(e, states[e.stream], started)
-            if live:
-                live.update(display.progress_table(states, started))
-            if not pending:
-                return states
-    finally:
-        if live:
-            live.stop()
+    state = project(session.read_stream(run_id))
+    if state.driver and not state.finished and session.owner_alive(state.driver, run_id):
+        action = "following it to its end" if follow else "not touching it (--no-follow)"
+        display.err.print(f"run {run_id} is being driven by {state.driver}; {action}",
+                          markup=False, emoji=False)
+
+
+class _Progress:
+    """Live progress from the store itself: a table on a terminal, one line per turn
+    output otherwise, nothing with --json."""
+
+    def __init__(self, session: Any, run_ids: list[str], started: float, quiet: bool):
+        from projections.run_state import project
+        self.session, self.started, self.quiet = session, started, quiet
+        self.live: Any = None
+        self.states: dict[str, Any] = {}
+        self.position = 0
+        if quiet:
+            return
+        for rid in run_ids:
+            events = session.read_stream(rid)
+            self.states[rid] = project(events)
+            self.position = max([self.position] + [e.position for e in events[-1:]])
+
+    def __enter__(self) -> _Progress:
+        if not self.quiet and display.err.is_terminal:
+            from rich.live import Live
+            self.live = Live(display.progress_table(self.states, self.started),
+                             console=display.err, refresh_per_second=4,
+                             redirect_stdout=False)  # stdout stays ours
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.quiet:
+            self.tick()
+        if self.live:
+            self.live.stop()
+
+    def tick(self) -> None:
+        if self.quiet:
+            return
+        from projections.run_state import project
+        for e in self.session.read_all(self.position):
+            self.position = e.position
+            if e.stream in self.states:
+                self.states[e.stream] = project([e], self.states[e.stream])
+                if not self.live:
+                    _log_line(e, self.states[e.stream], self.started)
+        if self.live:
+            self.live.update(display.progress_table(self.states, self.started))
 
 
 def _log_line(e: Any, state: Any, started: float) -> None:
@@ -262,7 +284,8 @@ def _log_line(e: Any, state: Any, started: float) -> None:
                   "RunFailed"):
         from projections.timeline import SUMMARIES
         display.err.print(f"[{time.monotonic() - started:6.1f}s] {state.ticker:<8} "
-                          f"{e.type:<24} {SUMMARIES[e.type](e.payload)}", soft_wrap=True)
+                          f"{e.type:<24} {SUMMARIES[e.type](e.payload)}", soft_wrap=True,
+                          markup=False)
 
 
 def _reports_dir(store: Path, out: Path | None, run_id: str) -> Path:
@@ -316,10 +339,10 @@ def memory_resolve(
     except InvalidInput as exc:
         fail(str(exc))
     _check_keys(config)
-    import ray
+    from actors.session import Session
     try:
-        with _team(store or default_store(), address) as team:
-            count = ray.get(team.coordinator.resolve_outcomes.remote(team.store, config))
+        with Session(store or default_store(), address) as session:
+            count = session.resolve_outcomes(config)
     except StoreError as exc:
-        fail(str(exc).splitlines()[0])
+        fail(one_line(exc))
     typer.echo(f"resolved {count} pending decision(s)")

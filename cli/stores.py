@@ -9,38 +9,10 @@ from events.config import InvalidInput
 from events.store import StoreError
 
 
-class ActorReader:
-    """The read API of EventStore, answered by a running store actor."""
-
-    def __init__(self, handle: Any):
-        import ray
-        self._ray, self._h = ray, handle
-
-    def read_stream(self, stream: str, from_seq: int = 1) -> list:
-        return self._ray.get(self._h.read_stream.remote(stream, from_seq))
-
-    def read_all(self, after_position: int = 0, limit: int | None = None,
-                 types: list[str] | None = None) -> list:
-        return self._ray.get(self._h.read_all.remote(after_position, limit, types))
-
-    def list_streams(self) -> list:
-        return self._ray.get(self._h.list_streams.remote())
-
-    def verify(self, stream: str) -> Any:
-        return self._ray.get(self._h.verify.remote(stream))
-
-    def verify_all(self) -> list:
-        return self._ray.get(self._h.verify_all.remote())
-
-    def close(self) -> None:
-        """The actor stays; nothing to release here."""
-
-
 def open_reader(store: Path, address: str | None) -> Any:
     if address:
-        from actors import runtime
-        runtime.start(address)
-        return ActorReader(runtime.store_actor(store))
+        from actors.session import ActorReader
+        return ActorReader(store, address)
     from events.duckdb_store import DuckDBEventStore
     if not store.exists():
         raise InvalidInput(f"no event store at {store} (run something first, or pass --store)")

@@ -41,6 +41,14 @@ class RunResumed(DomainEvent):
     cost_budget_usd: float | None = None
 
 
+class RunDriven(DomainEvent):
+    """A driver claims the run: from here on only ``owner`` appends to it. Appended with the
+    run's expected version, so of two claims on the same version exactly one lands."""
+    type: Literal["RunDriven"] = "RunDriven"
+    owner: str  # replica name / incarnation id of the process driving the run
+    node: str | None = None
+
+
 class RunCompleted(DomainEvent):
     type: Literal["RunCompleted"] = "RunCompleted"
     rating: Rating
@@ -48,7 +56,7 @@ class RunCompleted(DomainEvent):
 
 class RunFailed(DomainEvent):
     type: Literal["RunFailed"] = "RunFailed"
-    kind: Literal["error", "budget", "data", "llm", "interrupted"]
+    kind: Literal["error", "budget", "data", "llm", "interrupted", "infrastructure"]
     reason: str
     role: Role | None = None
 
@@ -197,7 +205,7 @@ class ReflectionRecorded(DomainEvent):
 
 
 Event = Annotated[Union[
-    RunRequested, RunResumed, RunCompleted, RunFailed, InstrumentResolved, MarketSnapshotTaken,
+    RunRequested, RunResumed, RunDriven, RunCompleted, RunFailed, InstrumentResolved, MarketSnapshotTaken,
     PastContextLoaded, TurnAssigned, LLMCallCompleted, LLMCallFailed, ToolCallCompleted,
     ToolCapReached, AnalystReportSubmitted, DebateArgumentMade, InvestmentPlanIssued,
     TradeProposed, RiskArgumentMade, PortfolioDecisionIssued, OutcomeResolved,

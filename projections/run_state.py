@@ -60,6 +60,7 @@ class RunState:
     capped: frozenset[str] = frozenset()
     usage: Usage = Usage()
     failure: d.RunFailed | None = None
+    driver: str | None = None  # owner of the latest RunDriven claim
     token_budget: int | None = None
     cost_budget_usd: float | None = None
     version: int = 0
@@ -105,6 +106,8 @@ def apply(s: RunState, e: d.DomainEvent) -> RunState:
             return replace(s, status="running", failure=None,
                            token_budget=e.token_budget if e.token_budget else s.token_budget,
                            cost_budget_usd=e.cost_budget_usd or s.cost_budget_usd)
+        case d.RunDriven():
+            return replace(s, driver=e.owner)
         case d.InstrumentResolved():
             return replace(s, instrument=e.instrument)
         case d.MarketSnapshotTaken():

@@ -11,20 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from events import domain as d
+from events.roles import DEBATE_ORDER, DEEP_ROLES, OUTPUT_OF_ROLE, RISK_ORDER
 from projections.run_state import RunState
 
-DEBATE_ORDER = ("bull", "bear")
-RISK_ORDER = ("aggressive", "conservative", "neutral")
-#: Output event type each role answers a turn with.
-OUTPUT_OF_ROLE: dict[str, str] = {
-    "market": "AnalystReportSubmitted", "social": "AnalystReportSubmitted",
-    "news": "AnalystReportSubmitted", "fundamentals": "AnalystReportSubmitted",
-    "bull": "DebateArgumentMade", "bear": "DebateArgumentMade",
-    "research_manager": "InvestmentPlanIssued", "trader": "TradeProposed",
-    "aggressive": "RiskArgumentMade", "conservative": "RiskArgumentMade",
-    "neutral": "RiskArgumentMade", "portfolio_manager": "PortfolioDecisionIssued",
-}
-DEEP_ROLES = frozenset({"research_manager", "portfolio_manager"})
+__all__ = ["DEBATE_ORDER", "DEEP_ROLES", "OUTPUT_OF_ROLE", "RISK_ORDER", "Step", "Turn",
+           "next_step", "refusal"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,15 +41,17 @@ def next_step(s: RunState) -> Step:
     if pending:
         return Step("turns", pending)
     n = len(s.debate)
-    if n < 2 * s.config.debate_rounds:
-        return Step("turns", (Turn(f"debate:{n + 1}", DEBATE_ORDER[n % 2], n // 2 + 1),))
+    k = len(DEBATE_ORDER)
+    if n < k * s.config.debate_rounds:
+        return Step("turns", (Turn(f"debate:{n + 1}", DEBATE_ORDER[n % k], n // k + 1),))
     if s.plan is None:
         return Step("turns", (Turn("research_manager", "research_manager"),))
     if s.proposal is None:
         return Step("turns", (Turn("trader", "trader"),))
     m = len(s.risk)
-    if m < 3 * s.config.risk_rounds:
-        return Step("turns", (Turn(f"risk:{m + 1}", RISK_ORDER[m % 3], m // 3 + 1),))
+    k = len(RISK_ORDER)
+    if m < k * s.config.risk_rounds:
+        return Step("turns", (Turn(f"risk:{m + 1}", RISK_ORDER[m % k], m // k + 1),))
     if s.decision is None:
         return Step("turns", (Turn("portfolio_manager", "portfolio_manager"),))
     return Step("complete")
@@ -93,4 +86,5 @@ def refusal(s: RunState, e: d.DomainEvent) -> str | None:
 
 def critical_path_calls(analyst_calls: int, debate_rounds: int, risk_rounds: int) -> int:
     """Sequential LLM calls on the longest path (analysts in parallel count once)."""
-    return analyst_calls + 2 * debate_rounds + 1 + 1 + 3 * risk_rounds + 1
+    return (analyst_calls + len(DEBATE_ORDER) * debate_rounds + 1 + 1
+            + len(RISK_ORDER) * risk_rounds + 1)

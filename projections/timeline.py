@@ -19,6 +19,7 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
                                f"{','.join(e.config.analysts)} rounds={e.config.debate_rounds}/"
                                f"{e.config.risk_rounds} models={e.config.quick_model},{e.config.deep_model}"),
     "RunResumed": lambda e: e.reason,
+    "RunDriven": lambda e: f"driven by {e.owner}" + (f" on {e.node[:12]}" if e.node else ""),
     "RunCompleted": lambda e: f"rating {e.rating.value}",
     "RunFailed": lambda e: f"{e.kind}: {_clip(e.reason)}",
     "InstrumentResolved": lambda e: (

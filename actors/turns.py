@@ -1,0 +1,192 @@
+"""One turn of one role in one run: plain Python over the run's live handle and two ports.
+
+A turn speaks through the LLM port, fetches data through the market port, and records every
+model and tool call as an event *before* using it. On a retry or a resume the recorded calls
+are replayed instead of made again, so a turn never pays twice for the same call. The
+output event goes back to the run's driver, which alone decides whether it is in turn.
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from actors import prompts
+from actors.ports import InfraError, LLMPort, MarketPort
+from data.tools import TOOL_SPECS
+from events import domain as d
+from events.decisions import DECISION_SCHEMAS
+from events.records import Message, ToolResult
+from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
+from projections.schedule import Turn
+from providers.base import LLMError, LLMReply, LLMRequest
+from providers.structured import from_freetext
+
+if TYPE_CHECKING:
+    from actors.driving import RunHandle
+
+#: Decision event for each structured schema, and the field that carries the decision.
+_DECISION_EVENT: dict[str, tuple[str, type[d.DomainEvent]]] = {
+    "ResearchPlan": ("plan", d.InvestmentPlanIssued),
+    "TradeProposal": ("proposal", d.TradeProposed),
+    "PortfolioDecision": ("decision", d.PortfolioDecisionIssued),
+}
+
+
+class TurnFailed(Exception):
+    def __init__(self, kind: str, reason: str):
+        super().__init__(reason)
+        self.kind = kind
+
+
+def llm_request(config: Any, role: str, messages: list[Message], tools: list,
+                schema: str | None) -> LLMRequest:
+    deep = role in DEEP_ROLES
+    return LLMRequest(model=config.deep_model if deep else config.quick_model,
+                      messages=messages, tools=tools, output_schema=schema, role=role,
+                      tier="deep" if deep else "quick", base_url=config.base_url,
+                      temperature=config.temperature, timeout_s=config.llm_timeout_s,
+                      max_retries=config.llm_max_retries,
+                      output_language=config.output_language,
+                      offline_latency_s=config.offline_latency_s)
+
+
+def completed_call(turn_id: str, role: str, index: int, request: LLMRequest,
+                   reply: LLMReply) -> d.LLMCallCompleted:
+    return d.LLMCallCompleted(
+        turn_id=turn_id, role=role, call_index=index, tier=request.tier, model=reply.model,
+        provider=reply.provider, messages=request.messages, response_text=reply.text,
+        tool_calls=reply.tool_calls, structured=reply.structured,
+        output_mode=reply.output_mode, input_tokens=reply.input_tokens,
+        output_tokens=reply.output_tokens, cost_usd=reply.cost_usd,
+        latency_ms=reply.latency_ms, attempts=reply.attempts)
+
+
+class RoleTurn:
+    def __init__(self, run: RunHandle, turn: Turn, llm: LLMPort, market: MarketPort):
+        self.run, self.turn, self.llm, self.market = run, turn, llm, market
+        self.role = turn.role
+        self.start = run.state  # what the role is shown: the run as the turn began
+        self.recorded = list(self.start.calls.get(turn.turn_id, ()))
+        self.actor = f"role:{self.role}"
+
+    def _recorded(self, cls: type, **match: Any) -> Any:
+        for e in self.recorded:
+            if isinstance(e, cls) and all(getattr(e, k) == v for k, v in match.items()):
+                return e
+        return None
+
+    def _may_proceed(self) -> None:
+        """Before a new model or tool call: the run must still be going (another turn may
+        have failed it) and within its budget. The handle's state is the run's latest."""
+        state = self.run.state
+        if state.finished:
+            raise TurnFailed("interrupted", f"the run is already {state.status}")
+        reason = state.budget_exceeded()
+        if reason:
+            raise TurnFailed("budget", reason)
+
+    async def _record(self, payload: d.DomainEvent, key: str) -> None:
+        await self.run.record(payload, key=key, actor=self.actor, cause=self.turn.turn_id)
+
+    async def call_model(self, index: int, messages: list[Message], tools: list,
+                         schema: str | None = None) -> d.LLMCallCompleted:
+        """Model call ``index`` of this turn: replayed if recorded, else made and recorded."""
+        done = self._recorded(d.LLMCallCompleted, call_index=index)
+        if done is not None:
+            return done
+        self._may_proceed()
+        request = llm_request(self.start.config, self.role, messages, tools, schema)
+        try:
+            reply: LLMReply = await self.llm.complete(request)
+        except LLMError as exc:
+            cause = getattr(exc, "cause", None) or exc  # Ray wraps the gateway's exception
+            attempts = list(getattr(cause, "attempts", []) or [])
+            message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            await self._record(d.LLMCallFailed(
+                turn_id=self.turn.turn_id, role=self.role, call_index=index,
+                model=request.model, error=message, attempts=attempts),
+                f"{self.turn.turn_id}:llm-failed:{index}:{len(attempts)}")
+            raise TurnFailed("llm", f"{self.role}: {message}") from None
+        event = completed_call(self.turn.turn_id, self.role, index, request, reply)
+        await self._record(event, f"{self.turn.turn_id}:llm:{index}")
+        return event
+
+    async def call_tool(self, index: int, j: int, name: str, args: dict) -> ToolResult:
+        call_id = f"{self.turn.turn_id}:tool:{index}:{j}"
+        done = self._recorded(d.ToolCallCompleted, call_id=call_id)
+        if done is not None:
+            return done.result
+        self._may_proceed()
+        started = asyncio.get_running_loop().time()
+        allowed = TOOLS_OF_ROLE.get(self.role, ())
+        if name not in allowed:
+            result = ToolResult(status="error", text=(
+                f"unknown tool {name!r} for the {self.role} analyst; available: "
+                f"{', '.join(allowed)}"))
+        else:
+            config = self.start.config
+            try:
+                result = await self.market.call_tool(name, args, config.trade_date, config)
+            except InfraError:
+                raise  # the system failed, not the market: never recorded as data
+            except Exception as exc:  # DataError: no vendor answered at all
+                cause = getattr(exc, "cause", None) or exc
+                raise TurnFailed("data", f"{name}: {str(cause).splitlines()[0]}") from None
+        latency = (asyncio.get_running_loop().time() - started) * 1000
+        await self._record(d.ToolCallCompleted(
+            turn_id=self.turn.turn_id, role=self.role, call_id=call_id, tool=name,
+            arguments=args, result=result, latency_ms=latency), call_id)
+        return result
+
+    # ---- the turn -----------------------------------------------------------------------
+    async def run_turn(self) -> d.DomainEvent:
+        messages = [Message(role="system", content=prompts.SYSTEM[self.role]),
+                    Message(role="user", content=prompts.user_message(self.role, self.start))]
+        if ROLES[self.role].stage == "analyst":
+            return await self._analyst(messages)
+        schema = SCHEMA_OF_ROLE.get(self.role)
+        call = await self.call_model(0, messages, [], schema)
+        return self._output(call, schema)
+
+    async def _analyst(self, messages: list[Message]) -> d.DomainEvent:
+        cap = self.start.config.max_tool_calls
+        tools = [TOOL_SPECS[n] for n in TOOLS_OF_ROLE[self.role]]
+        used, index, capped = 0, 0, False  # replay re-walks the loop from recorded calls
+        while True:
+            call = await self.call_model(index, messages, [] if capped else tools)
+            messages = messages + [Message(role="assistant", content=call.response_text,
+                                           tool_calls=call.tool_calls)]
+            if not call.tool_calls or capped:
+                text = call.response_text.strip() or "(the model returned an empty report)"
+                return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
+                                                report=text)
+            allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
+            results = list(await asyncio.gather(*(  # are independent: fetch them together
+                self.call_tool(index, j, tc.name, tc.arguments) for j, tc in enumerate(allowed))))
+            skipped = ToolResult(status="error", text="not executed: tool-call cap reached")
+            results += [skipped] * (len(call.tool_calls) - len(allowed))
+            for tc, result in zip(call.tool_calls, results, strict=True):
+                messages.append(Message(role="tool", content=result.text, tool_call_id=tc.id,
+                                        name=tc.name))
+            used += len(allowed)
+            capped = used >= cap
+            if capped:  # recorded once: the key makes a replayed append a no-op
+                await self._record(d.ToolCapReached(turn_id=self.turn.turn_id, role=self.role,
+                                                    cap=cap), f"{self.turn.turn_id}:cap")
+                messages.append(Message(role="user", content=prompts.CAP_REACHED))
+            index += 1
+
+    def _output(self, call: d.LLMCallCompleted, schema: str | None) -> d.DomainEvent:
+        t, text = self.turn, call.response_text.strip()
+        if schema is not None:
+            try:
+                decision = DECISION_SCHEMAS[schema].model_validate(call.structured or {})
+            except Exception:  # the gateway guarantees validity; stay safe on old events
+                decision = DECISION_SCHEMAS[schema].model_validate(from_freetext(schema, text))
+            field, event = _DECISION_EVENT[schema]
+            return event(turn_id=t.turn_id, output_mode=call.output_mode, **{field: decision})
+        if ROLES[self.role].stage == "debate":
+            return d.DebateArgumentMade(turn_id=t.turn_id, speaker=self.role, round=t.round,
+                                        argument=text)
+        return d.RiskArgumentMade(turn_id=t.turn_id, speaker=self.role, round=t.round,
+                                  argument=text)
