@@ -7,15 +7,15 @@ Level: TA_ACTORS_LOG_LEVEL (default INFO)."""
 from __future__ import annotations
 
 import logging
-import os
 import sys
 
 import structlog
 
+from events.settings import setting
+
 
 def configure() -> None:
-    level = getattr(logging, os.environ.get("TA_ACTORS_LOG_LEVEL", "INFO").upper(),
-                    logging.INFO)
+    level = getattr(logging, setting("TA_ACTORS_LOG_LEVEL").upper(), logging.INFO)
     structlog.configure(
         processors=[structlog.processors.add_log_level,
                     structlog.processors.TimeStamper(fmt="iso", utc=True),

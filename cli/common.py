@@ -9,12 +9,15 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, NoReturn, Optional
 
+import click
 import typer
+from rich.markup import escape
 
 from cli import display
 from events.config import InvalidInput
+from events.errors import one_line
 from events.store import StoreError
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -33,20 +36,40 @@ AddressOpt = Annotated[Optional[str], typer.Option(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
 
 
-def fail(message: str, code: int = 2) -> None:
-    display.err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+#: Exit codes: 1 a run that did not complete, or a bug; 2 bad input (flags, files, store).
+EXIT_FAILED, EXIT_BAD_INPUT = 1, 2
+_OPTIONS = {"debug": False}
+
+
+@app.callback()
+def _global_options(debug: Annotated[bool, typer.Option(
+        "--debug", help="Show the traceback of an unexpected error.")] = False) -> None:
+    _OPTIONS["debug"] = debug
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """One line on stderr, printed as is (never read as rich markup or emoji), then exit."""
+    display.err.print(f"[bold red]error:[/] {escape(one_line(message, 2000))}", soft_wrap=True)
     raise typer.Exit(code)
 
 
 def _guard(fn: Callable) -> Callable:
-    """Bad input ends in one line on stderr and exit code 2; Ray's notices stay off stdout."""
+    """Bad input ends in one line on stderr and exit code 2; anything else is a bug: one line
+    and exit code 1, the traceback with --debug. Ray's notices stay off stdout."""
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
         try:
             with contextlib.redirect_stdout(_QuietRay(sys.stdout)):
                 return fn(*args, **kwargs)
         except (InvalidInput, StoreError) as exc:
-            fail(str(exc).splitlines()[0])
+            fail(one_line(exc))
+        except (typer.Exit, typer.Abort, click.exceptions.ClickException):
+            raise
+        except Exception as exc:
+            if _OPTIONS["debug"]:
+                display.err.print_exception()
+            hint = "" if _OPTIONS["debug"] else " (run with --debug for the traceback)"
+            fail(f"{type(exc).__name__}: {one_line(exc)}{hint}", EXIT_FAILED)
     return guarded
 
 

@@ -1,23 +1,39 @@
 """Terminal rendering: live progress, the final table, the replay timeline. Everything shown
-is a projection of the events, so the screen can never disagree with the record."""
+is a projection of the events, so the screen can never disagree with the record.
+
+Text that comes from a run (model output, refusal reasons, tickers, paths) is printed as is:
+never read as rich markup ("[/]" would crash, "[bold]" would style) or emoji (":bear:")."""
 from __future__ import annotations
 
 import time
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from projections.run_state import RunState
 from projections.schedule import next_step
 from projections.timeline import TimelineRow
 
-err = Console(stderr=True, highlight=False)
+#: stderr: progress, warnings, errors. Its markup is ours only: data goes through ``plain``.
+err = Console(stderr=True, highlight=False, emoji=False)
 
 
 def out() -> Console:
-    """Console for results on stdout; wide when piped so ids and event names stay whole."""
-    console = Console(highlight=False)
-    return console if console.is_terminal else Console(highlight=False, width=200)
+    """Console for results on stdout; wide when piped so ids and event names stay whole.
+    It prints data only: no markup, no emoji."""
+    console = Console(highlight=False, emoji=False, markup=False)
+    return console if console.is_terminal else Console(highlight=False, emoji=False,
+                                                       markup=False, width=200)
+
+
+def plain(value: object) -> Text:
+    """``value`` as literal text for a table cell or a print: no markup, no emoji."""
+    return Text(str(value))
+
+
+def _row(table: Table, *cells: object) -> None:
+    table.add_row(*(plain(c) for c in cells))
 
 
 def total_turns(s: RunState) -> int:
@@ -41,9 +57,8 @@ def progress_table(states: dict[str, RunState], started: float) -> Table:
     for s in states.values():
         if s.config is None:
             continue
-        table.add_row(s.ticker, current_roles(s), f"{len(s.answered)}/{total_turns(s)}",
-                      str(s.usage.llm_calls), str(s.usage.tool_calls), f"{s.usage.tokens:,}",
-                      s.rating or "-")
+        _row(table, s.ticker, current_roles(s), f"{len(s.answered)}/{total_turns(s)}",
+             s.usage.llm_calls, s.usage.tool_calls, f"{s.usage.tokens:,}", s.rating or "-")
     return table
 
 
@@ -55,17 +70,17 @@ def final_table(rows: list[dict]) -> Table:
     table.add_column("reports", overflow="fold")
     for r in rows:
         status = r["status"] if r["status"] != "failed" else f"failed: {r.get('reason') or ''}"
-        table.add_row(r["ticker"], str(r["trade_date"]), r.get("rating") or "-", status,
-                      r["run_id"], r.get("reports") or "-")
+        _row(table, r["ticker"], r["trade_date"], r.get("rating") or "-", status, r["run_id"],
+             r.get("reports") or "-")
     return table
 
 
 def timeline_table(rows: list[TimelineRow], run_id: str) -> Table:
-    table = Table(title=f"timeline of {run_id}")
+    table = Table(title=plain(f"timeline of {run_id}"))
     for col in ("seq", "time", "actor", "event", "summary"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(str(r.seq), r.recorded_at, r.actor, r.type, r.summary)
+        _row(table, r.seq, r.recorded_at, r.actor, r.type, r.summary)
     return table
 
 
@@ -81,6 +96,6 @@ def scorecard_table(scores: list) -> Table:
     for s in scores:
         ratings = " ".join(f"{k}:{v}" for k, v in sorted(s.ratings.items()))
         hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
-        table.add_row(s.ticker, str(s.decisions), str(s.resolved), ratings, hit,
-                      _pct(s.mean_alpha_long), _pct(s.mean_alpha_short), _pct(s.mean_raw_return))
+        _row(table, s.ticker, s.decisions, s.resolved, ratings, hit, _pct(s.mean_alpha_long),
+             _pct(s.mean_alpha_short), _pct(s.mean_raw_return))
     return table

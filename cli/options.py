@@ -5,30 +5,62 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from events.config import (ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput, RunConfig,
                            validate_ticker, validate_trade_date)
+from events.settings import setting
 
 #: Which vendors can serve each data category (what --vendors accepts).
 CATEGORY_VENDORS: dict[str, tuple[str, ...]] = {
     c: tuple(v for v, cats in VENDOR_CATEGORIES.items() if c in cats) for c in DEFAULT_VENDORS}
 #: Vendors that --vendor may name for every category at once.
 VENDORS = CATEGORY_VENDORS["prices"]
-#: Environment variables that set defaults (flags win).
+#: Environment variables that set defaults (flags win); their table is events/settings.py.
 ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
        "vendor": "TA_ACTORS_VENDOR", "vendors": "TA_ACTORS_VENDORS",
-       "data_dir": "TA_ACTORS_DATA_DIR",
-       "language": "TA_ACTORS_OUTPUT_LANGUAGE"}
+       "data_dir": "TA_ACTORS_DATA_DIR", "language": "TA_ACTORS_OUTPUT_LANGUAGE",
+       "max_tickers": "TA_ACTORS_MAX_TICKERS"}
+#: Bounds of a --tickers-file: it is read no further than this.
+TICKERS_FILE_MAX_BYTES = 1_000_000
+TICKERS_FILE_MAX_LINES = 20_000
+#: Command-line flag of each RunConfig field, for error lines.
+FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
+         "max_tool_calls": "--max-tool-calls", "token_budget": "--token-budget",
+         "cost_budget_usd": "--cost-budget", "output_language": "--language",
+         "holding_days": "--holding-days", "benchmark": "--benchmark",
+         "offline_latency_s": "--latency", "trade_date": "--date"}
 
 
 def default_store() -> Path:
-    if os.environ.get(ENV["store"]):
-        return Path(os.environ[ENV["store"]]).expanduser()
-    from platformdirs import user_data_dir
-    return Path(user_data_dir("ta-actors")) / "events.duckdb"
+    return setting(ENV["store"])
+
+
+def _config_error(exc: ValidationError) -> InvalidInput:
+    """The first problem pydantic found, as one line naming the setting and its flag."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    flag = FLAGS.get(where)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return InvalidInput(f"invalid setting {where}{f' ({flag})' if flag else ''}: {message}")
+
+
+def max_tickers(cap: int | None = None) -> int:
+    """The cap on tickers per command: --max-tickers, else TA_ACTORS_MAX_TICKERS, else 500."""
+    value = cap if cap is not None else setting(ENV["max_tickers"])
+    if value < 1:
+        raise InvalidInput(f"--max-tickers must be at least 1, not {value}")
+    return value
+
+
+def check_ticker_count(count: int, cap: int | None = None) -> None:
+    limit = max_tickers(cap)
+    if count > limit:
+        raise InvalidInput(f"{count} tickers is more than {limit} per command; split the list "
+                           f"or raise the cap (--max-tickers / {ENV['max_tickers']})")
 
 
 def parse_analysts(raw: str) -> tuple[str, ...]:
@@ -98,52 +130,93 @@ def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, 
     return chains
 
 
+def _repeated(symbols: list[str], shown: int = 5) -> list[str]:
+    seen: set[str] = set()
+    repeated: dict[str, None] = {}
+    for s in symbols:
+        if s in seen:
+            repeated[s] = None
+        seen.add(s)
+    return list(repeated)[:shown + 1]
+
+
 def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: int,
                   risk_rounds: int, offline: bool, quick_model: str | None,
                   deep_model: str | None, base_url: str | None, vendor: str | None,
                   data_dir: str | None, vendors: str | None = None,
-                  **extra: object) -> list[RunConfig]:
+                  max_tickers: int | None = None, **extra: object) -> list[RunConfig]:
+    """One RunConfig per ticker, every input checked first (range checks are RunConfig's):
+    InvalidInput with one line at the first problem."""
     if not tickers:
         raise InvalidInput("give at least one ticker")
-    data_dir = data_dir or os.environ.get(ENV["data_dir"]) or None
+    check_ticker_count(len(tickers), max_tickers)
+    env_dir = setting(ENV["data_dir"])
+    data_dir = data_dir or (str(env_dir) if env_dir else None)
     symbols = [validate_ticker(t) for t in tickers]
-    if len(set(symbols)) != len(symbols):
-        raise InvalidInput(f"a ticker is repeated: {' '.join(symbols)}")
+    repeated = _repeated(symbols)
+    if repeated:
+        more = " …" if len(repeated) > 5 else ""
+        raise InvalidInput(f"a ticker is repeated: {' '.join(repeated[:5])}{more}")
     trade_date = validate_trade_date(date)
-    for name, value in (("--debate-rounds", debate_rounds), ("--risk-rounds", risk_rounds)):
-        if not 1 <= value <= 10:
-            raise InvalidInput(f"{name} must be between 1 and 10, not {value}")
     if data_dir and not Path(data_dir).expanduser().is_dir():
         raise InvalidInput(f"--data-dir {data_dir} is not a folder")
-    quick = "offline/quick" if offline else (quick_model or os.environ.get(ENV["quick_model"])
-                                             or "offline/quick")
-    deep = "offline/deep" if offline else (deep_model or os.environ.get(ENV["deep_model"])
-                                           or "offline/deep")
-    chains = vendor_chains(vendor or os.environ.get(ENV["vendor"]), data_dir, offline)
-    per_category = vendors or os.environ.get(ENV["vendors"])
+    quick = "offline/quick" if offline else (quick_model or setting(ENV["quick_model"]))
+    deep = "offline/deep" if offline else (deep_model or setting(ENV["deep_model"]))
+    chains = vendor_chains(vendor or setting(ENV["vendor"]), data_dir, offline)
+    per_category = vendors or setting(ENV["vendors"])
     if per_category:  # per-category chains win over the one --vendor
         chains.update(parse_vendor_chains(per_category, data_dir))
-    fields = dict(analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
-                  risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
-                  base_url=base_url or os.environ.get(ENV["base_url"]),
-                  vendors=chains,
-                  data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None,
-                  **{k: v for k, v in extra.items() if v is not None})
+    extra = {k: v for k, v in extra.items() if v is not None}
+    extra.setdefault("output_language", setting(ENV["language"]))
+    fields: dict[str, Any] = dict(
+        analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
+        risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
+        base_url=base_url or setting(ENV["base_url"]), vendors=chains,
+        data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None, **extra)
     try:
         return [RunConfig(ticker=s, trade_date=trade_date, **fields) for s in symbols]
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise InvalidInput(f"invalid setting {where}: {first['msg']}") from None
+        raise _config_error(exc) from None
+
+
+_BUDGETS: dict[str, Any] = {
+    name: TypeAdapter(Annotated[RunConfig.model_fields[name].annotation,
+                                *RunConfig.model_fields[name].metadata])
+    for name in ("token_budget", "cost_budget_usd")}
+
+
+def check_budgets(token_budget: int | None, cost_budget: float | None) -> None:
+    """The budgets a resume may set, checked exactly as RunConfig checks them."""
+    for name, value in (("token_budget", token_budget), ("cost_budget_usd", cost_budget)):
+        try:
+            _BUDGETS[name].validate_python(value)
+        except ValidationError as exc:
+            message = str(exc.errors()[0]["msg"])
+            raise InvalidInput(f"{FLAGS[name]} {value}: {message}") from None
+
+
+def check_out_dir(out: Path | None) -> None:
+    """--out must be a folder we can write into (or one we can create): checked before
+    anything starts, so a run never ends unable to write its reports."""
+    if out is None:
+        return
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"--out {out} is a file, not a folder")
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InvalidInput(f"--out {out}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InvalidInput(f"--out {out}: folder {probe} is not writable")
 
 
 def new_run_id(config: RunConfig) -> str:
     import uuid
     return f"{config.ticker}-{config.trade_date}-{uuid.uuid4().hex[:8]}"
-
-
-def today() -> dt.date:
-    return dt.date.today()
 
 
 def trade_dates(start: str, end: str, every: int) -> list[dt.date]:
@@ -164,14 +237,30 @@ def trade_dates(start: str, end: str, every: int) -> list[dt.date]:
     return chosen
 
 
-def read_tickers_file(path: Path) -> list[str]:
+def read_tickers_file(path: Path, max_bytes: int = TICKERS_FILE_MAX_BYTES,
+                      max_lines: int = TICKERS_FILE_MAX_LINES) -> list[str]:
     """Tickers from a file: one per line (or several separated by spaces or commas); text after
-    # is a comment. Validated later with the rest of the command."""
+    # is a comment. Validated later with the rest of the command.
+
+    Read no further than ``max_bytes`` (so /dev/zero or a huge file cannot exhaust memory)
+    and refused beyond ``max_lines`` lines or when it is not UTF-8 text."""
     try:
-        text = Path(path).expanduser().read_text(encoding="utf-8")
+        with Path(path).expanduser().open("rb") as f:
+            data = f.read(max_bytes + 1)
     except OSError as exc:
         raise InvalidInput(f"cannot read tickers file {path}: {exc.strerror or exc}") from None
-    tickers = [t for line in text.splitlines()
+    if len(data) > max_bytes:
+        raise InvalidInput(f"tickers file {path} is larger than {max_bytes:,} bytes")
+    try:
+        if b"\0" in data:
+            raise UnicodeError
+        text = data.decode("utf-8")
+    except UnicodeError:
+        raise InvalidInput(f"tickers file {path} is not UTF-8 text") from None
+    lines = text.splitlines()
+    if len(lines) > max_lines:
+        raise InvalidInput(f"tickers file {path} has more than {max_lines:,} lines")
+    tickers = [t for line in lines
                for t in line.split("#", 1)[0].replace(",", " ").split()]
     if not tickers:
         raise InvalidInput(f"tickers file {path} lists no tickers")

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from events.errors import flatten
+
 from .model import NoData, NotConfigured, RateLimited
 
 
@@ -25,11 +27,6 @@ class Answer:
     @property
     def found(self) -> bool:
         return self.vendor is not None
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def route(vendors: Sequence[Any], capability: str, call: Callable[[Callable], Any],
@@ -49,16 +46,16 @@ def route(vendors: Sequence[Any], capability: str, call: Callable[[Callable], An
         try:
             value = call(fn)
         except NotConfigured as exc:
-            reasons.append(_one_line(f"{vendor.name}: not configured ({exc})"))
+            reasons.append(flatten(f"{vendor.name}: not configured ({exc})"))
         except NoData as exc:
             answered = True
-            reasons.append(_one_line(f"{vendor.name}: {exc}"))
+            reasons.append(flatten(f"{vendor.name}: {exc}"))
         except RateLimited as exc:
-            errors.append(_one_line(f"{vendor.name}: rate limited ({exc})"))
+            errors.append(flatten(f"{vendor.name}: rate limited ({exc})"))
         except Exception as exc:  # a vendor's failure must not take the run down
-            errors.append(_one_line(f"{vendor.name}: {type(exc).__name__}: {exc}"))
+            errors.append(flatten(f"{vendor.name}: {type(exc).__name__}: {exc}"))
         else:
             return Answer(vendor.name, value, reasons + errors)
     if errors and not answered:
-        raise DataError(_one_line(f"no vendor could provide {what}; first error: {errors[0]}"))
+        raise DataError(flatten(f"no vendor could provide {what}; first error: {errors[0]}"))
     return Answer(None, None, reasons + errors)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput
 from events.records import Instrument, MarketSnapshot, ToolResult
+from events.settings import setting
 
 from . import snapshot as snap
 from .frames import between
@@ -66,7 +67,7 @@ class MarketData:
                 return vendor  # replayed answers are local already: keep them out of the cache
         elif name == "alpha_vantage":
             from .vendors.alpha_vantage import AlphaVantageVendor
-            vendor = AlphaVantageVendor(os.environ.get("ALPHA_VANTAGE_API_KEY"), self.session)
+            vendor = AlphaVantageVendor(setting("ALPHA_VANTAGE_API_KEY"), self.session)
         elif name == "reddit":
             from .vendors.reddit import RedditVendor
             return RedditVendor(self.session)

@@ -30,6 +30,13 @@ VENDOR_CATEGORIES: dict[str, tuple[str, ...]] = {
 }
 
 _TICKER = re.compile(r"^\^?[A-Z0-9][A-Z0-9._\-=]{0,30}$")  # "^" only leads (index symbols)
+#: The first trade date any vendor can have bars for.
+FIRST_TRADE_DATE = dt.date(1970, 1, 1)
+#: A report language: a name of at most a few words of letters (hyphens inside words), never
+#: free text (it goes into every prompt).
+LANGUAGE_MAX_CHARS, LANGUAGE_MAX_WORDS = 32, 3
+_WORD = r"[^\W\d_]+(?:-[^\W\d_]+)*"  # unicode letters, hyphen-joined
+_LANGUAGE = re.compile(rf"^{_WORD}(?: {_WORD}){{0,{LANGUAGE_MAX_WORDS - 1}}}$")
 
 
 class InvalidInput(ValueError):
@@ -60,10 +67,28 @@ def validate_trade_date(raw: str | dt.date, today: dt.date | None = None) -> dt.
         except ValueError:
             raise InvalidInput(f"date {raw!r} is not a date in YYYY-MM-DD form") from None
     today = today or dt.date.today()
+    if day < FIRST_TRADE_DATE:
+        raise InvalidInput(f"date {day} is before {FIRST_TRADE_DATE}: no vendor has bars "
+                           "that old")
     if day > today:
         raise InvalidInput(f"date {day} is in the future (today is {today}): "
                            "research can only use what was known on the trade date")
     return day
+
+
+def validate_language(raw: str) -> str:
+    """A language name such as "English", "Brazilian Portuguese" or "Serbo-Croatian", or
+    InvalidInput: letters, single spaces and hyphens, at most 3 words and 32 characters."""
+    name = str(raw).strip()
+    if not name:
+        raise InvalidInput("language is empty")
+    if len(name) > LANGUAGE_MAX_CHARS or not _LANGUAGE.match(name):
+        shown = name if len(name) <= 40 else name[:39] + "…"
+        raise InvalidInput(
+            f"language {shown!r} is not a language name (letters, spaces and hyphens only, "
+            f"at most {LANGUAGE_MAX_WORDS} words and {LANGUAGE_MAX_CHARS} characters; "
+            "e.g. Japanese, Brazilian Portuguese)")
+    return name
 
 
 class RunConfig(BaseModel):
@@ -95,6 +120,16 @@ class RunConfig(BaseModel):
     @classmethod
     def _ticker(cls, value: str) -> str:
         return validate_ticker(value)
+
+    @field_validator("trade_date")
+    @classmethod
+    def _trade_date(cls, value: dt.date) -> dt.date:
+        return validate_trade_date(value)
+
+    @field_validator("output_language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        return validate_language(value)
 
     @field_validator("benchmark")
     @classmethod

@@ -6,14 +6,17 @@ again, they read these back.
 """
 from __future__ import annotations
 
-import os
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from events.decisions import OutputMode
 from events.records import Attempt, Message, ToolCall, ToolSpec
+from providers.keys import env_is_set, provider_of
+from providers.redaction import one_line, redact
+
+__all__ = ["ErrorKind", "RETRYABLE", "LLMRequest", "LLMReply", "LLMError", "provider_of",
+           "env_is_set", "one_line", "redact"]
 
 ErrorKind = Literal["auth", "bad_request", "rate_limit", "timeout", "server", "config",
                     "not_found"]
@@ -58,37 +61,6 @@ class LLMReply(BaseModel):
     model: str
 
 
-def provider_of(model: str) -> str:
-    """The provider prefix of a ``provider/model`` id ("openai/gpt-4.1" -> "openai")."""
-    provider, sep, _ = (model or "").partition("/")
-    return provider.strip().lower() if sep else ""
-
-
-_SECRET_SHAPES = re.compile(
-    r"(sk-[A-Za-z0-9_\-]{6,}|sk-ant-[A-Za-z0-9_\-]{6,}|AKIA[0-9A-Z]{12,}|"
-    r"(?i:bearer)\s+[A-Za-z0-9._\-]{8,}|"
-    r"(?i:api[_-]?key)[\"']?\s*[:=]\s*[\"']?(?=[^\s\"',}]*\d)[^\s\"',}]{12,})")
-
-
-def redact(text: str) -> str:
-    """``text`` with every known API-key value and key-shaped token replaced by ``***``.
-
-    Provider SDK errors sometimes echo the key they were given ("Incorrect API key provided:
-    sk-..."); anything that reaches an event, a log line or the terminal goes through here.
-    """
-    from providers.keys import secret_values  # late: keys imports this module
-
-    for value in secret_values():
-        text = text.replace(value, "***")
-    return _SECRET_SHAPES.sub("***", text)
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """Collapse whitespace and cut to ``limit`` characters, redacted: error text for humans."""
-    flat = " ".join(redact(str(text)).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 class LLMError(Exception):
     """A model call that failed for good. ``kind`` says what to do about it (fix the key, fix
     the request, wait, ...); ``attempts`` keeps every try for the event record.
@@ -121,6 +93,3 @@ class LLMError(Exception):
     def retryable(self) -> bool:
         return self.kind in RETRYABLE
 
-
-def env_is_set(name: str) -> bool:
-    return bool(os.environ.get(name, "").strip())

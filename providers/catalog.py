@@ -8,8 +8,7 @@ capabilities.py).
 """
 from __future__ import annotations
 
-from providers.base import provider_of
-from providers.keys import LOCAL_PROVIDERS
+from providers.keys import LOCAL_PROVIDERS, provider_of
 
 CATALOG: dict[str, dict[str, tuple[str, ...]]] = {
     # provider: {"quick": (...), "deep": (...)}; the first of each tier is the suggested one

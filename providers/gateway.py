@@ -24,7 +24,7 @@ from events.records import Attempt
 from providers import litellm_client, offline
 from providers.base import LLMError, LLMReply, LLMRequest, provider_of
 from providers.capabilities import resolve
-from providers.keys import require_key
+from providers.credentials import require_key
 
 log = structlog.get_logger("providers.gateway")
 

@@ -10,7 +10,8 @@ from providers import structured as st
 from providers.base import LLMError, one_line, provider_of
 from providers.capabilities import DEFAULT, resolve
 from providers.catalog import model_warning
-from providers.keys import KEY_ENV, MissingKeyError, check_keys
+from providers.credentials import MissingKeyError, check_keys
+from providers.keys import KEY_ENV
 
 ALL_KEY_VARS = {n for alts in KEY_ENV.values() for alt in alts for n in alt.split("+")}
 

@@ -15,7 +15,7 @@ from providers import litellm_client
 from providers.base import LLMError, LLMRequest
 from providers.capabilities import Capabilities
 from providers.gateway import LLMGateway
-from providers.keys import MissingKeyError
+from providers.credentials import MissingKeyError
 
 KEY = "sk-test-dummy-0123456789abcdef"
 MODEL = "openai/test-model"

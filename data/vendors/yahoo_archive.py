@@ -29,7 +29,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from requests.adapters import BaseAdapter
 
-ARCHIVE_ENV = "TA_ACTORS_YAHOO_ARCHIVE"
+from events.settings import spec
+
+ARCHIVE_ENV = spec("TA_ACTORS_YAHOO_ARCHIVE").name  # the variable, from the settings table
 _IDENTIFYING = ("q", "symbols", "symbol")
 _FREQS = ("annual", "quarterly", "trailing")
 

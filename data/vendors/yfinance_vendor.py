@@ -9,9 +9,11 @@ boundary) control the transport. Without one, ``TA_ACTORS_YAHOO_ARCHIVE=<folder>
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
+from pathlib import Path
 from typing import Any, Callable, Sequence
+
+from events.settings import setting
 
 from ..frames import normalize_bars
 from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Period, RateLimited
@@ -35,11 +37,12 @@ class YFinanceVendor(Vendor):
     remote = True
 
     def __init__(self, session: Any = None, retry_delays: Sequence[float] = (1.0, 4.0, 10.0),
-                 archive: str | None = None):
+                 archive: str | Path | None = None):
         self.retry_delays = tuple(retry_delays)
         #: The ArchiveAdapter when replaying recorded responses (then nothing goes online).
         self.replay = None
-        archive = archive or (None if session is not None else os.environ.get(ARCHIVE_ENV))
+        if archive is None and session is None:
+            archive = setting(ARCHIVE_ENV)
         if archive:
             self.replay = ArchiveAdapter(archive)
             session = archive_session(self.replay)
