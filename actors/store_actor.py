@@ -23,9 +23,10 @@ class EventStoreActor:
         """Open ``path`` (if it is not open yet); why it cannot be opened, or None."""
         from events.duckdb_store import DuckDBEventStore  # duckdb lives in this process only
         from events.store import StoreError
+        from projections.views import VIEWS
         if path not in self._files:
             try:
-                self._files[path] = OpenFile(DuckDBEventStore(path))
+                self._files[path] = OpenFile(DuckDBEventStore(path), VIEWS)
             except StoreError as exc:
                 return str(exc)
         return None
@@ -67,6 +68,15 @@ class EventStoreActor:
 
     async def verify_all(self, path: str) -> list:
         return await self._file(path).call("verify_all")
+
+    async def query(self, path: str, name: str, params: dict | None = None) -> list[dict]:
+        """A named read-model query (see projections.views), reflecting every committed
+        event; rows as dicts."""
+        return await self._file(path).query(name, params)
+
+    async def rebuild(self, path: str) -> tuple[int, dict[str, int]]:
+        """Recreate every read model of ``path`` from its events."""
+        return await self._file(path).rebuild()
 
     def stats(self, path: str) -> dict:
         open_file = self._file(path)

@@ -4,6 +4,10 @@ Appends that arrive together are committed in one transaction; each caller is an
 its batch is durable. Streams of runs in flight are read many times (every turn reads its
 run), so the decoded events of recently used streams are kept: events never change, and
 every append to the file passes through here, so the copy is exact. Plain asyncio, no Ray.
+
+Read models (events.views) live in the same file: the events of each group commit are
+applied to them right after the commit (they are in hand, decoded: no re-read), and every
+query first catches them up, so a query reflects every committed event.
 """
 from __future__ import annotations
 
@@ -12,13 +16,15 @@ from collections import OrderedDict
 from typing import Any
 
 from events.store import AppendRequest, EventStore
+from events.views import ViewRecorder, open_views
 
 RECENT_STREAMS = 128
 
 
 class OpenFile:
-    def __init__(self, store: EventStore):
+    def __init__(self, store: EventStore, views: Any = None):
         self.store = store
+        self.views: ViewRecorder | None = open_views(store, views) if views else None
         self.commits = 0
         self._queue: list[tuple[AppendRequest, asyncio.Future]] = []
         self._writer: asyncio.Task | None = None
@@ -38,8 +44,7 @@ class OpenFile:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
-                results = await asyncio.to_thread(self.store.append_batches,
-                                                  [req for req, _ in batch])
+                results = await asyncio.to_thread(self._commit, [req for req, _ in batch])
             except Exception as exc:  # noqa: BLE001 - every waiter learns the failure
                 results = [exc] * len(batch)
             self.commits += 1
@@ -49,6 +54,17 @@ class OpenFile:
                 else:
                     self._extend_recent(request.stream, result)
                     future.set_result(result)
+
+    def _commit(self, requests: list[AppendRequest]) -> list:
+        results = self.store.append_batches(requests)
+        if self.views is not None:
+            stored = [e for r in results if not isinstance(r, Exception) for e in r]
+            try:
+                self.views.after_commit(self.store, stored)
+            except Exception:  # noqa: BLE001 - the events are durable; the next query catches up
+                import structlog
+                structlog.get_logger().exception("read model update failed")
+        return results
 
     def _extend_recent(self, stream: str, stored: list) -> None:
         self._appends[stream] = self._appends.get(stream, 0) + 1
@@ -77,9 +93,29 @@ class OpenFile:
         """A plain read of the store (read_all, list_streams, version, verify) in a thread."""
         return await asyncio.to_thread(getattr(self.store, method), *args)
 
+    def _views(self) -> ViewRecorder:
+        if self.views is None:
+            raise RuntimeError("this store file was opened without read models")
+        return self.views
+
+    def _query(self, name: str, params: dict | None) -> list[dict]:
+        views = self._views()
+        views.catch_up(self.store)
+        return views.query(name, params)
+
+    async def query(self, name: str, params: dict | None = None) -> list[dict]:
+        """A named read-model query (projections.views), caught up first."""
+        return await asyncio.to_thread(self._query, name, params)
+
+    async def rebuild(self) -> tuple[int, dict[str, int]]:
+        """Drop and rebuild every read model from events: (events read, rows per table)."""
+        return await asyncio.to_thread(self._views().rebuild, self.store)
+
     async def close(self) -> None:
         """Close once pending appends are committed; reads still running in worker threads
         hold the store's lock, and DuckDB refuses to close a busy connection."""
         if self._writer is not None and not self._writer.done():
             await asyncio.wait([self._writer])
+        if self.views is not None:
+            await asyncio.to_thread(self.views.close)
         await asyncio.to_thread(self.store.close)

@@ -1,8 +1,11 @@
-"""Commands that only read the store: replay, report, runs, stats, memory show."""
+"""Commands that read the store: replay, report, verify (the events themselves); runs, stats,
+memory show (read models, kept as tables); rebuild (the read models, from the events)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -54,30 +57,57 @@ def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
     typer.echo(f"wrote {len(files)} files to {folder}")
 
 
+STATUSES = ("completed", "failed", "incomplete")
+
+
 @command
-def runs(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
-    """List runs with status, ticker, date and rating."""
+def runs(limit: Annotated[int, typer.Option(help="Newest N runs (0: all).", min=0)] = 50,
+         ticker: Annotated[Optional[str], typer.Option(help="Only this ticker.")] = None,
+         status: Annotated[Optional[str], typer.Option(
+             help="Only runs in this status: completed, failed or incomplete.")] = None,
+         store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
+    """List runs, newest first: status, ticker, date, rating, model usage."""
     store = store or default_store()
-    from projections.runs import RUN_SUMMARY_TYPES, summarize_runs
-    if not store.exists() and not address:
-        fail(f"no event store at {store}")
-    reader = open_reader(store, address)
-    try:
-        rows = summarize_runs(reader.read_all(types=list(RUN_SUMMARY_TYPES)))
-    finally:
-        reader.close()
+    from events.config import validate_ticker
+    if status is not None and status not in STATUSES:
+        fail(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
+    params = {"ticker": validate_ticker(ticker) if ticker else None, "status": status,
+              "limit": limit or 2**62}
+    rows = _query(store, address, "runs", params)
     if as_json:
-        typer.echo(json.dumps([dataclasses.asdict(r) for r in rows], default=str, indent=2))
+        typer.echo(json.dumps([_run_json(r) for r in rows], default=str, indent=2))
         return
     from rich.table import Table
-    table = Table(title=f"runs in {store}")
+    title = f"runs in {store}" + (f" (newest {limit})" if limit and len(rows) == limit else "")
+    table = Table(title=title)
     table.add_column("run id", no_wrap=True)
-    for col in ("ticker", "date", "status", "rating", "updated"):
-        table.add_column(col)
+    for col in ("ticker", "date", "status", "rating", "calls", "cost $", "updated"):
+        table.add_column(col, justify="right" if col in ("calls", "cost $") else "left")
     for r in rows:
-        table.add_row(r.run_id, r.ticker, str(r.trade_date), r.status, r.rating or "-",
-                      r.updated_at.strftime("%Y-%m-%d %H:%M:%S"))
+        table.add_row(r["run_id"], r["ticker"], str(r["trade_date"]), r["status"],
+                      r["rating"] or "-", str(r["calls"]), f"{r['cost_usd']:.4f}",
+                      r["updated_at"].strftime("%Y-%m-%d %H:%M:%S"))
     display.out().print(table)
+
+
+def _run_json(row: dict) -> dict:
+    from projections.views import run_summary
+    summary = dataclasses.asdict(run_summary(row))
+    return summary | {k: row[k] for k in ("quick_model", "deep_model", "forked_from", "calls",
+                                          "failed", "input_tokens", "output_tokens",
+                                          "cost_usd")}
+
+
+def _query(store: Path, address: str | None, name: str, params: dict | None = None
+           ) -> list[dict]:
+    """One named read-model query, answered from the file or the cluster's store actor."""
+    from cli.views import open_views
+    views = open_views(store, address)
+    try:  # a store written before read models existed builds them once: show it
+        with _progress("building read models") as progress:
+            return views.query(name, params, progress)
+    finally:
+        views.close()
 
 
 @memory_command("show")
@@ -87,14 +117,13 @@ def memory_show(ticker: Annotated[Optional[str], typer.Option(help="Only this ti
     """Print the memory log: decisions, realised returns and alpha, reflections."""
     store = store or default_store()
     from events.config import validate_ticker
-    from projections.memory import MEMORY_TYPES, memory_entries, render_log
-    wanted = validate_ticker(ticker) if ticker else None
-    reader = open_reader(store, address)
-    try:
-        entries = memory_entries(reader.read_all(types=list(MEMORY_TYPES)))
-    finally:
-        reader.close()
-    entries = [m for m in entries if wanted is None or m.ticker == wanted]
+    from projections.memory import render_log
+    from projections.views import entries_from_rows
+    if ticker:
+        rows = _query(store, address, "memory_of_ticker", {"ticker": validate_ticker(ticker)})
+    else:
+        rows = _query(store, address, "memory")
+    entries = entries_from_rows(rows)
     if as_json:
         typer.echo(json.dumps([{
             "run_id": m.run_id, "ticker": m.ticker, "trade_date": str(m.trade_date),
@@ -102,25 +131,21 @@ def memory_show(ticker: Annotated[Optional[str], typer.Option(help="Only this ti
             "raw_return": m.outcome.raw_return if m.outcome else None,
             "alpha": m.outcome.alpha if m.outcome else None,
             "holding_days": m.outcome.holding_days if m.outcome else None,
+            "resolved_on": str(m.outcome.resolved_on) if m.outcome else None,
             "reflection": m.reflection} for m in entries], indent=2))
     else:
         typer.echo(render_log(entries) or "(the memory log is empty)")
-
 
 
 @command
 def stats(by: Annotated[str, typer.Option(help="Group by model, provider, role, day or run.")] = "model",
           store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
     """Model usage across runs: calls, failures, retries, tokens, cost, latency."""
-    from projections.usage import GROUPS, USAGE_TYPES, usage
-    if by not in GROUPS:
-        fail(f"cannot group by {by!r}; choose from {', '.join(GROUPS)}")
+    from projections.views import STATS_GROUPS, usage_row
+    if by not in STATS_GROUPS:
+        fail(f"cannot group by {by!r}; choose from {', '.join(STATS_GROUPS)}")
     store = store or default_store()
-    reader = open_reader(store, address)
-    try:
-        rows = usage(reader.read_all(types=list(USAGE_TYPES)), by)
-    finally:
-        reader.close()
+    rows = [usage_row(r) for r in _query(store, address, f"stats_by_{by}")]
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(r) | {"mean_latency_ms": r.mean_latency_ms}
                                for r in rows], indent=2))
@@ -133,6 +158,44 @@ def stats(by: Annotated[str, typer.Option(help="Group by model, provider, role, 
         table.add_row(r.key, str(r.calls), str(r.failed), str(r.attempts), f"{r.input_tokens:,}",
                       f"{r.output_tokens:,}", f"{r.cost_usd:.4f}", f"{r.mean_latency_ms:.0f}")
     display.out().print(table)
+
+
+@command
+def rebuild(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False
+            ) -> None:
+    """Recreate every read model (runs, memory log, usage) from the events.
+
+    Read models are caches of the event log, kept up to date as events are appended; this
+    drops them and replays the log (also done by itself when a view's definition changes)."""
+    store = store or default_store()
+    from cli.views import open_views
+    views = open_views(store, address)
+    try:
+        with _progress("rebuilding read models") as progress:
+            read, counts = views.rebuild(progress)
+    finally:
+        views.close()
+    if as_json:
+        typer.echo(json.dumps({"events": read, "rows": counts}))
+        return
+    typer.echo(f"rebuilt {len(counts)} tables from {read:,} events: "
+               + ", ".join(f"{name.removeprefix('view_')} {n:,} rows"
+                           for name, n in counts.items()))
+
+
+@contextlib.contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr when it is a terminal; ``update(position, last)``."""
+    if not display.err.is_terminal:
+        yield None
+        return
+    from rich.progress import Progress
+    with Progress(console=display.err, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(position: int, last: int) -> None:
+            bar.update(task, completed=position, total=last)
+        yield update
 
 
 @command

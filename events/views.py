@@ -114,9 +114,13 @@ class ViewRecorder:
                               "version INTEGER, position BIGINT, tables VARCHAR)")
             known = {n: (v, p, t) for n, v, p, t in self._con.execute(
                 f"SELECT name, version, position, tables FROM {POSITIONS_TABLE}").fetchall()}
+            tables = {r[0] for r in self._con.execute(
+                "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+                " AND schema_name = current_schema()").fetchall()}
             for view in self.views:
                 stored = known.get(view.name)
-                if stored is None or stored[0] != view.version:
+                if (stored is None or stored[0] != view.version
+                        or any(t.name not in tables for t in view.tables)):  # deleted: rebuild
                     self._reset(view, (stored[2] or "").split(",") if stored else [])
                 else:
                     self._positions[view.name] = stored[1]

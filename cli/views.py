@@ -1,0 +1,70 @@
+"""The read models of a store, for the CLI: the file itself when no process holds it (opened
+read-write: a read model is a cache that catches up with the events on open, and may be
+deleted any time), else the cluster's store actor (``--address``)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from events.config import InvalidInput
+from events.store import StoreError
+
+Progress = Callable[[int, int], None] | None
+
+
+class LocalViews:
+    def __init__(self, store: Path):
+        from events.duckdb_store import DuckDBEventStore
+        from events.views import ViewRecorder, connection_for
+        from projections.views import VIEWS
+        self.store = DuckDBEventStore(store)
+        try:
+            self.views = ViewRecorder(connection_for(self.store), VIEWS)
+        except BaseException:
+            self.store.close()
+            raise
+
+    def query(self, name: str, params: dict | None = None, progress: Progress = None
+              ) -> list[dict]:
+        self.views.catch_up(self.store, progress=progress)
+        return self.views.query(name, params)
+
+    def rebuild(self, progress: Progress = None) -> tuple[int, dict[str, int]]:
+        return self.views.rebuild(self.store, progress=progress)
+
+    def close(self) -> None:
+        self.views.close()
+        self.store.close()
+
+
+class ActorViews:
+    """The same, answered by the store actor of a running cluster."""
+
+    def __init__(self, store: Path, address: str):
+        from actors import runtime
+        runtime.start(address)
+        self._h = runtime.store_actor(store)
+
+    def query(self, name: str, params: dict | None = None, progress: Progress = None
+              ) -> list[dict]:
+        import ray
+        return ray.get(self._h.query.remote(name, params))
+
+    def rebuild(self, progress: Progress = None) -> tuple[int, dict[str, int]]:
+        import ray
+        return ray.get(self._h.rebuild.remote())
+
+    def close(self) -> None:
+        """The actor stays; nothing to release here."""
+
+
+def open_views(store: Path, address: str | None) -> LocalViews | ActorViews:
+    if address:
+        return ActorViews(store, address)
+    if not store.exists():
+        raise InvalidInput(f"no event store at {store} (run something first, or pass --store)")
+    try:
+        return LocalViews(store)
+    except StoreError as exc:
+        raise InvalidInput(str(exc)) from None
