@@ -1,7 +1,15 @@
-"""DuckDB backend: one file, one writing process (DuckDB's own rule), batched commits."""
+"""DuckDB backend: one file, one writing process (DuckDB's own rule), batched commits.
+
+Schema versions are additive, never a rewrite: a store written before keyed chains gets a
+``chain`` column (1 for its old rows), a ``bodies`` table (lean events), ``store_meta`` (the
+chain key's id) and ``verify_checkpoints`` when it is first opened for writing; opened
+read-only it is read as it is. Beside the file, ``<file>.anchor`` holds the signed head.
+"""
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import json
 import os
 from pathlib import Path
 
@@ -10,8 +18,8 @@ import duckdb
 from events.envelope import RawEvent
 from events.store import EventStore, StoreError, StoreLockedError, StreamInfo
 
-_COLUMNS = ("position, event_id, stream, seq, type, schema_version, recorded_at, actor, "
-            "causation_id, idempotency_key, prev_hash, hash, payload")
+_BASE = ("position, event_id, stream, seq, type, schema_version, recorded_at, actor, "
+         "causation_id, idempotency_key, prev_hash, hash")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
     position BIGINT PRIMARY KEY,
@@ -30,42 +38,111 @@ CREATE TABLE IF NOT EXISTS events (
     UNIQUE (stream, seq)
 );
 CREATE INDEX IF NOT EXISTS events_by_stream ON events (stream);
+ALTER TABLE events ADD COLUMN IF NOT EXISTS chain INTEGER DEFAULT 1;
+CREATE TABLE IF NOT EXISTS bodies (id VARCHAR PRIMARY KEY, text VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS store_meta (name VARCHAR PRIMARY KEY, value VARCHAR NOT NULL);
+CREATE TABLE IF NOT EXISTS verify_checkpoints (
+    position BIGINT NOT NULL, hash VARCHAR NOT NULL, verified_at TIMESTAMP NOT NULL,
+    signature VARCHAR NOT NULL);
 """
-_INSERT = (f"INSERT INTO events ({_COLUMNS}) SELECT unnest($1::BIGINT[]), unnest($2::VARCHAR[]), "
-           "unnest($3::VARCHAR[]), unnest($4::INTEGER[]), unnest($5::VARCHAR[]), "
-           "unnest($6::INTEGER[]), unnest($7::TIMESTAMP[]), unnest($8::VARCHAR[]), "
-           "unnest($9::VARCHAR[]), unnest($10::VARCHAR[]), unnest($11::VARCHAR[]), "
-           "unnest($12::VARCHAR[]), unnest($13::VARCHAR[])")
+_INSERT = (f"INSERT INTO events ({_BASE}, payload, chain) SELECT unnest($1::BIGINT[]), "
+           "unnest($2::VARCHAR[]), unnest($3::VARCHAR[]), unnest($4::INTEGER[]), "
+           "unnest($5::VARCHAR[]), unnest($6::INTEGER[]), unnest($7::TIMESTAMP[]), "
+           "unnest($8::VARCHAR[]), unnest($9::VARCHAR[]), unnest($10::VARCHAR[]), "
+           "unnest($11::VARCHAR[]), unnest($12::VARCHAR[]), unnest($13::VARCHAR[]), "
+           "unnest($14::INTEGER[])")
+_INSERT_BODIES = ("INSERT OR IGNORE INTO bodies (id, text) "
+                  "SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[])")
 
 
-def _row(values: tuple) -> RawEvent:
-    values = list(values)
-    values[6] = values[6].replace(tzinfo=dt.UTC)
-    return RawEvent(*values)
+def _no_space(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return ("no space left" in text or "disk is full" in text
+            or getattr(exc, "errno", None) == errno.ENOSPC)
 
 
 class DuckDBEventStore(EventStore):
-    """``read_only`` opens an existing file without taking the write lock's exclusivity."""
+    """``read_only`` opens an existing file without taking the write lock's exclusivity.
+    ``chain_key`` is the key of the keyed chain; None resolves it with
+    :func:`events.chain.load_chain_key` when it is first needed."""
 
-    def __init__(self, path: str | os.PathLike, read_only: bool = False):
-        super().__init__()
+    def __init__(self, path: str | os.PathLike, read_only: bool = False, *,
+                 chain_key: bytes | None = None):
+        super().__init__(chain_key=chain_key)
         self.path = Path(path).expanduser()
         self.read_only = read_only
+        self.anchor_path = Path(str(self.path) + ".anchor")
         if read_only and not self.path.exists():
             raise StoreError(f"no event store at {self.path}")
+        created = not self.path.exists()
         if not read_only:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._os_error(exc) from None
         try:
             self._con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.Error as exc:  # IOException (lock), ConnectionException (config), ...
+            if created:
+                self._remove_new_file()
             if "lock" in str(exc).lower():
                 raise StoreLockedError(
                     f"event store {self.path} is in use by another process; wait for that run "
                     "to finish, connect to its cluster with --address, or use another --store"
                 ) from None
-            raise StoreError(f"cannot open event store {self.path}: {exc}") from None
-        if not read_only:
-            self._con.execute(_SCHEMA)
+            raise self._open_error(exc, created) from None
+        try:
+            if not read_only:
+                self._con.execute(_SCHEMA)
+                self._con.execute("CHECKPOINT")  # the schema reaches the file, not just the WAL
+            self._columns = self._inspect()
+        except (duckdb.Error, StoreError) as exc:
+            self._con.close()
+            if created:
+                self._remove_new_file()
+            if isinstance(exc, StoreError):
+                raise
+            raise self._open_error(exc, created) from None
+        chain = "chain" if "chain" in self._columns.get("events", ()) else "1 AS chain"
+        self._select = f"SELECT {_BASE}, payload AS payload_json, {chain} FROM events"
+
+    # ---- opening and errors -------------------------------------------------------------
+    def _inspect(self) -> dict[str, set[str]]:
+        tables: dict[str, set[str]] = {}
+        for table, column in self._con.execute(
+                "SELECT table_name, column_name FROM duckdb_columns() "
+                "WHERE database_name = current_database() AND schema_name = 'main'").fetchall():
+            tables.setdefault(table, set()).add(column)
+        needed = {"position", "event_id", "stream", "seq", "hash", "prev_hash", "payload"}
+        if not needed <= tables.get("events", set()):
+            raise StoreError(f"{self.path} is not a valid ta-actors event store (corrupt or "
+                             "truncated): it has no events table")
+        return tables
+
+    def _remove_new_file(self) -> None:
+        """Initialising a new file failed: leave no 0-byte or half-made store behind."""
+        for leftover in (self.path, Path(str(self.path) + ".wal")):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+
+    def _os_error(self, exc: BaseException) -> StoreError:
+        if _no_space(exc):
+            return StoreError(f"no space left on device: {self.path}")
+        return StoreError(f"cannot open event store {self.path}: {exc}")
+
+    def _open_error(self, exc: BaseException, created: bool) -> StoreError:
+        if _no_space(exc):
+            return StoreError(f"no space left on device: {self.path}")
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if not created and not isinstance(exc, duckdb.ConnectionException):
+            return StoreError(f"{self.path} is not a valid ta-actors event store (corrupt or "
+                              f"truncated): {reason}")
+        return StoreError(f"cannot open event store {self.path}: {reason}")
+
+    def _where(self) -> str:
+        return str(self.path)
 
     def close(self) -> None:
         with self._lock:  # never while another thread is using the connection
@@ -73,8 +150,30 @@ class DuckDBEventStore(EventStore):
 
     def _query(self, sql: str, params: list | tuple = ()) -> list[tuple]:
         with self._lock:
-            return self._con.execute(sql, params).fetchall()
+            try:
+                return self._con.execute(sql, params).fetchall()
+            except (duckdb.SerializationException, duckdb.InternalException) as exc:
+                raise StoreError(f"{self.path} is not a valid ta-actors event store (corrupt "
+                                 f"or truncated): {str(exc).splitlines()[0]}") from None
 
+    def _rows(self, sql: str, params: list | tuple = ()) -> list[RawEvent]:
+        """Rows built by column name, whatever the column order of the file."""
+        with self._lock:
+            try:
+                cursor = self._con.execute(sql, params)
+                names = [d[0] for d in cursor.description]
+                values = cursor.fetchall()
+            except (duckdb.SerializationException, duckdb.InternalException) as exc:
+                raise StoreError(f"{self.path} is not a valid ta-actors event store (corrupt "
+                                 f"or truncated): {str(exc).splitlines()[0]}") from None
+        out = []
+        for row in values:
+            fields = dict(zip(names, row))
+            fields["recorded_at"] = fields["recorded_at"].replace(tzinfo=dt.UTC)
+            out.append(RawEvent(**fields))
+        return out
+
+    # ---- primitives ---------------------------------------------------------------------
     def _load_head(self, stream: str) -> tuple[int, str] | None:
         rows = self._query("SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC "
                            "LIMIT 1", [stream])
@@ -83,44 +182,66 @@ class DuckDBEventStore(EventStore):
     def _load_max_position(self) -> int:
         return self._query("SELECT coalesce(max(position), 0) FROM events")[0][0]
 
-    def _raw_by_key(self, stream: str, key: str) -> list[RawEvent]:
-        return [_row(r) for r in self._query(
-            f"SELECT {_COLUMNS} FROM events WHERE stream = ? AND idempotency_key = ? ORDER BY seq",
-            [stream, key])]
+    def _count_upto(self, position: int | None) -> int:
+        if position is None:
+            return self._query("SELECT count(*) FROM events")[0][0]
+        return self._query("SELECT count(*) FROM events WHERE position <= ?", [position])[0][0]
 
-    def _insert(self, rows: list[RawEvent]) -> None:
+    def _raw_by_key(self, stream: str, key: str) -> list[RawEvent]:
+        return self._rows(f"{self._select} WHERE stream = ? AND idempotency_key = ? ORDER BY seq",
+                          [stream, key])
+
+    def _insert(self, rows: list[RawEvent], bodies: dict[str, str] | None = None,
+                meta: dict[str, str] | None = None) -> None:
         if self.read_only:
             raise StoreError(f"event store {self.path} is open read-only")
         columns = list(zip(*(
             (r.position, r.event_id, r.stream, r.seq, r.type, r.schema_version,
              r.recorded_at.replace(tzinfo=None), r.actor, r.causation_id, r.idempotency_key,
-             r.prev_hash, r.hash, r.payload_json) for r in rows)))
+             r.prev_hash, r.hash, r.payload_json, r.chain) for r in rows)))
         con = self._con
-        con.execute("BEGIN TRANSACTION")
+        try:
+            con.execute("BEGIN TRANSACTION")
+        except duckdb.Error as exc:
+            raise self._write_error(exc) from None
         try:  # one statement per batch: column arrays unnested server-side (~10x executemany)
+            if bodies:
+                con.execute(_INSERT_BODIES, [list(bodies), list(bodies.values())])
+            for name, value in (meta or {}).items():
+                con.execute("INSERT OR IGNORE INTO store_meta VALUES (?, ?)", [name, value])
             con.execute(_INSERT, [list(c) for c in columns])
             con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as exc:
+            try:  # a failed COMMIT may have ended the transaction already
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass
+            if isinstance(exc, duckdb.Error) and not isinstance(exc, duckdb.ConstraintException):
+                raise self._write_error(exc) from None
             raise
 
+    def _write_error(self, exc: BaseException) -> BaseException:
+        if _no_space(exc):
+            return StoreError(f"no space left on device: {self.path}")
+        return exc
+
     def _raw_stream(self, stream: str, from_seq: int, to_seq: int | None) -> list[RawEvent]:
-        sql = f"SELECT {_COLUMNS} FROM events WHERE stream = ? AND seq >= ?"
+        sql = f"{self._select} WHERE stream = ? AND seq >= ?"
         params: list = [stream, from_seq]
         if to_seq is not None:
             sql, params = sql + " AND seq <= ?", params + [to_seq]
-        return [_row(r) for r in self._query(sql + " ORDER BY seq", params)]
+        return self._rows(sql + " ORDER BY seq", params)
 
     def _raw_all(self, after_position: int, limit: int | None,
                  types: tuple[str, ...] | None = None) -> list[RawEvent]:
-        sql, params = f"SELECT {_COLUMNS} FROM events WHERE position > ?", [after_position]
+        sql, params = f"{self._select} WHERE position > ?", [after_position]
         if types:
             sql += f" AND type IN ({','.join('?' * len(types))})"
             params += list(types)
         sql += " ORDER BY position"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        return [_row(r) for r in self._query(sql, params)]
+        return self._rows(sql, params)
 
     def _stream_infos(self) -> list[StreamInfo]:
         rows = self._query(
@@ -130,8 +251,43 @@ class DuckDBEventStore(EventStore):
         return [StreamInfo(s, v, f.replace(tzinfo=dt.UTC), last.replace(tzinfo=dt.UTC), ft, lt)
                 for s, v, f, last, ft, lt in rows]
 
-    def _first_missing_position(self) -> int | None:
-        rows = self._query(
-            "SELECT min(prev) + 1 FROM (SELECT position, lag(position, 1, 0) OVER "
-            "(ORDER BY position) AS prev FROM events) WHERE position - prev > 1")
-        return rows[0][0]
+    def _load_bodies(self, ids: list[str]) -> dict[str, str]:
+        if not ids or "bodies" not in self._columns:
+            return {}
+        return dict(self._query("SELECT id, text FROM bodies WHERE id IN (SELECT unnest(?))",
+                                [ids]))
+
+    def _load_meta(self, name: str) -> str | None:
+        if "store_meta" not in self._columns:
+            return None
+        rows = self._query("SELECT value FROM store_meta WHERE name = ?", [name])
+        return rows[0][0] if rows else None
+
+    def _read_anchor(self) -> dict | None:
+        try:
+            return json.loads(self.anchor_path.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            return {}  # unreadable: verify says so
+
+    def _write_anchor(self, anchor: dict) -> None:
+        tmp = self.anchor_path.with_name(f".{self.anchor_path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(anchor))
+        os.replace(tmp, self.anchor_path)
+
+    def _anchor_where(self) -> str:
+        return str(self.anchor_path)
+
+    def _load_checkpoint(self) -> dict | None:
+        if "verify_checkpoints" not in self._columns:
+            return None
+        rows = self._query("SELECT position, hash, signature FROM verify_checkpoints "
+                           "ORDER BY verified_at DESC, position DESC LIMIT 1")
+        return dict(zip(("position", "hash", "signature"), rows[0])) if rows else None
+
+    def _save_checkpoint(self, point: dict) -> None:
+        with self._lock:
+            self._con.execute("INSERT INTO verify_checkpoints VALUES (?, ?, ?, ?)",
+                              [point["position"], point["hash"], point["verified_at"],
+                               point["signature"]])

@@ -5,21 +5,46 @@ Semantics every backend gets from :class:`EventStore` (backends only move rows):
 * ``expected_version`` makes an append conditional (optimistic concurrency);
 * an ``idempotency_key`` seen before in the stream returns the events it stored, writing
   nothing -- a retried Ray call is harmless;
-* every event is chained to the previous one of its stream by SHA-256, so ``verify`` can name
-  the first altered, inserted or removed event.
+* every event is chained to the previous one of its stream. New events (chain version 2) are
+  HMAC-SHA-256 under a key kept outside the store (events.chain) and cover their global
+  position; events of older stores (chain 1, plain SHA-256) still verify;
+* long texts are stored once, content-addressed, in a bodies table (events.bodies); every
+  read and every append returns the full payloads;
+* after every commit the store records a signed *head anchor* (last position, count, hash of
+  the last event): ``verify`` then also sees the newest events cut off;
+* ``verify_all`` checks the whole store in one pass in position order, in bounded memory, and
+  can resume from a signed checkpoint (``incremental=True``).
+
+What verify detects (with the key kept away from whoever edits the file): any edited,
+inserted, removed or reordered event or body; swapped positions; a forged event (it cannot be
+given a valid keyed hash, nor be passed off as an old unkeyed one after keyed events began);
+the newest events removed (the anchor). What it cannot detect: a store rolled back *together
+with* its anchor file to an earlier honest state, or everything deleted with the anchor --
+keep an exported anchor (``ta-actors verify --anchor FILE``) elsewhere for that; and anything
+done by someone who holds the key.
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from events.codec import decode, encode
+from events import bodies as lean_bodies
+from events.chain import ChainKeyError, key_id, load_chain_key, sign, signature_ok
+from events.codec import EventDecodeError, decode, encode
 from events.domain import DomainEvent
-from events.envelope import (GENESIS_HASH, NewEvent, RawEvent, StoredEvent, chain_hash,
-                             derived_event_id)
+from events.envelope import (CHAIN_VERSION, GENESIS_HASH, NewEvent, RawEvent, StoredEvent,
+                             canonical_json, derived_event_id, keyed_chain_hash)
+
+VERIFY_CHUNK = 10_000  # rows per query in verify_all: bounded memory whatever the store size
+KNOWN_BODIES = 100_000  # body ids remembered as stored (skip re-inserting them)
+KEY_MISMATCH = ("chain key does not match this store (set TA_ACTORS_CHAIN_KEY or the key file "
+                "used when it was written)")
 
 
 class StoreError(RuntimeError):
@@ -63,16 +88,108 @@ class VerifyResult:
     first_bad_seq: int | None = None
 
 
+@dataclass(slots=True)
+class VerifyReport:
+    """The outcome of ``verify_all``: only problems are kept (one line each), never every
+    stream's result, so the report stays small whatever the store size. ``stream`` of a
+    problem is a stream name, or ``(positions)``, ``(anchor)``, ``(chain key)``,
+    ``(checkpoint)`` for store-wide findings."""
+    events: int = 0  # events checked
+    streams: int = 0  # streams seen
+    from_position: int = 0  # 0 for a full verify, else the checkpoint it started after
+    last_position: int = 0
+    anchor: str = "none"  # "ok", "none" (no anchor recorded), or "broken"
+    checkpoint: int | None = None  # position of the checkpoint recorded by this verify
+    problems: list[VerifyResult] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_json(self) -> dict:
+        return {"ok": self.ok, "streams": self.streams, "events": self.events,
+                "from_position": self.from_position, "last_position": self.last_position,
+                "incremental": self.from_position > 0, "anchor": self.anchor,
+                "checkpoint": self.checkpoint,
+                "problems": [{"stream": p.stream, "ok": p.ok, "checked": p.checked,
+                              "problem": p.problem, "first_bad_seq": p.first_bad_seq}
+                             for p in self.problems]}
+
+
+Progress = Callable[[int, int], None]  # (events checked so far, events to check)
+
+
+class EventStoreAPI(Protocol):
+    """What callers may use of a store (both backends, and the store actor's file)."""
+
+    def append(self, stream: str, events: Sequence[NewEvent], *,
+               expected_version: int | None = None,
+               idempotency_key: str | None = None) -> list[StoredEvent]: ...
+
+    def append_batches(self, requests: Sequence[AppendRequest]
+                       ) -> list[list[StoredEvent] | Exception]: ...
+
+    def read_stream(self, stream: str, *, from_seq: int = 1,
+                    to_seq: int | None = None) -> list[StoredEvent]: ...
+
+    def read_all(self, *, after_position: int = 0, limit: int | None = None,
+                 types: Sequence[str] | None = None) -> list[StoredEvent]: ...
+
+    def version(self, stream: str) -> int: ...
+
+    def last_position(self) -> int: ...
+
+    def list_streams(self) -> list[StreamInfo]: ...
+
+    def verify(self, stream: str) -> VerifyResult: ...
+
+    def verify_all(self, *, progress: Progress | None = None, incremental: bool = False,
+                   against: dict | None = None, checkpoint: bool = True) -> VerifyReport: ...
+
+    def head_anchor(self) -> dict: ...
+
+    def close(self) -> None: ...
+
+
 class EventStore(ABC):
     """Shared append/read/verify logic; subclasses implement the ``_`` storage primitives."""
 
-    def __init__(self) -> None:
+    read_only = False
+
+    def __init__(self, *, chain_key: bytes | None = None) -> None:
         self._lock = threading.RLock()
         self._heads: dict[str, tuple[int, str]] = {}
         self._position: int | None = None
+        self._count: int | None = None
+        self._chain_key = chain_key
+        self._store_key_id: str | None = None  # the key id recorded in the store, once read
+        self._known_bodies: OrderedDict[str, None] = OrderedDict()
+
+    # ---- keys ---------------------------------------------------------------------------
+    def _key(self, create: bool) -> bytes:
+        if self._chain_key is None:
+            self._chain_key = load_chain_key(create=create)
+        return self._chain_key
+
+    def _writer_key(self) -> tuple[bytes, str | None]:
+        """The key to chain new events with, and the key id to record (first keyed append)
+        -- or StoreError when this store was written with another key."""
+        try:
+            key = self._key(create=True)
+        except ChainKeyError as exc:
+            raise StoreError(str(exc)) from None
+        if self._store_key_id is None:
+            self._store_key_id = self._load_meta("chain_key_id")
+        mine = key_id(key)
+        if self._store_key_id is None:
+            return key, mine
+        if self._store_key_id != mine:
+            raise StoreError(f"cannot append: {KEY_MISMATCH}")
+        return key, None
 
     # ---- public API ---------------------------------------------------------------------
-    def append(self, stream: str, events: Sequence[NewEvent], expected_version: int | None = None,
+    def append(self, stream: str, events: Sequence[NewEvent], *,
+               expected_version: int | None = None,
                idempotency_key: str | None = None) -> list[StoredEvent]:
         (result,) = self.append_batches(
             [AppendRequest(stream, events, expected_version, idempotency_key)])
@@ -85,16 +202,24 @@ class EventStore(ABC):
         """Group commit: every valid request lands in one transaction; each gets its events or
         its own error (a conflict in one request does not fail the others)."""
         with self._lock:
+            if self.read_only:
+                return [StoreError(f"event store {self._where()} is open read-only")
+                        for _ in requests]
+            try:
+                key, new_key_id = self._writer_key()
+            except StoreError as exc:
+                return [exc for _ in requests]
             results: list[list[StoredEvent] | list[RawEvent] | Exception] = []
             rows: list[RawEvent] = []
             heads: dict[str, tuple[int, str]] = {}
             pending: dict[tuple[str, str], list[RawEvent]] = {}
             fresh: dict[str, DomainEvent] = {}  # event_id -> the payload just encoded
+            new_bodies: dict[str, str] = {}
             position = self._max_position_cached()
             now = dt.datetime.now(dt.UTC)
             for req in requests:
                 try:
-                    planned = self._plan(req, heads, pending, position, now)
+                    planned = self._plan(req, heads, pending, position, now, key, new_bodies)
                 except Exception as exc:  # noqa: BLE001 - returned to that caller only
                     results.append(exc)
                     continue
@@ -109,30 +234,46 @@ class EventStore(ABC):
                     pending[(req.stream, req.idempotency_key)] = planned
                 results.append(planned)
             if rows:
+                # a failed request may have left bodies only it referred to: store only those
+                # the written rows use
+                used = set().union(*(lean_bodies.refs_of(r.payload_json) for r in rows)) \
+                    if new_bodies else set()
+                to_store = {b: t for b, t in new_bodies.items() if b in used}
+                meta = {"chain_key_id": new_key_id} if new_key_id else {}
                 try:
-                    self._insert(rows)
+                    count = self._count_cached()
+                    self._insert(rows, to_store, meta)
                 except Exception as exc:
                     self._heads.clear()
                     self._position = None
+                    self._count = None
                     return [exc if not isinstance(r, Exception) else r for r in results]
                 self._heads.update(heads)
                 self._position = position
+                self._count = count + len(rows)
+                if new_key_id:
+                    self._store_key_id = new_key_id
+                self._remember_bodies(to_store)
+                self._record_anchor(key, rows[-1])
             # new rows carry the (frozen, validated) payload they were encoded from: the
             # encoding keeps key order, so it equals what a later read decodes, and decoding it
             # again would cost a quarter of an append
+            replayed = [r for r in results
+                        if not isinstance(r, Exception) and r and r[0].event_id not in fresh]
+            body_map = self._bodies_for(x for r in replayed for x in r)
             return [r if isinstance(r, Exception)
-                    else [self._to_stored(x, fresh.get(x.event_id)) for x in r]
+                    else [self._to_stored(x, fresh.get(x.event_id), body_map) for x in r]
                     for r in results]
 
-    def read_stream(self, stream: str, from_seq: int = 1, to_seq: int | None = None
+    def read_stream(self, stream: str, *, from_seq: int = 1, to_seq: int | None = None
                     ) -> list[StoredEvent]:
-        return [self._to_stored(r) for r in self._raw_stream(stream, from_seq, to_seq)]
+        return self._decode_rows(self._raw_stream(stream, from_seq, to_seq))
 
-    def read_all(self, after_position: int = 0, limit: int | None = None,
+    def read_all(self, *, after_position: int = 0, limit: int | None = None,
                  types: Sequence[str] | None = None) -> list[StoredEvent]:
         """Events of every stream in global order; ``types`` narrows to those event types."""
-        return [self._to_stored(r)
-                for r in self._raw_all(after_position, limit, tuple(types) if types else None)]
+        return self._decode_rows(
+            self._raw_all(after_position, limit, tuple(types) if types else None))
 
     def version(self, stream: str) -> int:
         with self._lock:
@@ -147,33 +288,94 @@ class EventStore(ABC):
 
     def verify(self, stream: str) -> VerifyResult:
         """Recompute the stream's hash chain; name the first event that does not fit."""
-        prev, checked = GENESIS_HASH, 0
-        for expected_seq, row in enumerate(self._raw_stream(stream, 1, None), start=1):
-            checked += 1
+        rows = self._raw_stream(stream, 1, None)
+        check = _Checker(self)
+        found = check.bodies_of(rows)
+        for expected_seq, row in enumerate(rows, start=1):
             if row.seq != expected_seq:
-                return VerifyResult(stream, False, checked, f"seq {expected_seq} is missing "
+                return VerifyResult(stream, False, expected_seq, f"seq {expected_seq} is missing "
                                     f"(found seq {row.seq}): an event was removed", expected_seq)
-            if row.prev_hash != prev:
-                return VerifyResult(stream, False, checked, f"event seq {row.seq} does not follow "
-                                    "the previous event: removed, inserted or reordered", row.seq)
-            if row.expected_hash() != row.hash:
-                return VerifyResult(stream, False, checked, f"event seq {row.seq} ({row.type}) was "
-                                    "altered: its content no longer matches its hash", row.seq)
-            prev = row.hash
-        return VerifyResult(stream, True, checked)
+            problem = check.row(row, (row.seq - 1, rows[expected_seq - 2].hash
+                                      if expected_seq > 1 else GENESIS_HASH,
+                                      rows[expected_seq - 2].chain if expected_seq > 1 else 1),
+                                found)
+            if problem:
+                return VerifyResult(stream, False, expected_seq, problem, row.seq)
+        return VerifyResult(stream, True, len(rows))
 
-    def verify_all(self) -> list[VerifyResult]:
-        """Every stream's chain, then the global positions: one writer numbers them 1, 2, 3 …
-        without gaps, so a missing position is a removed event even where a stream's chain
-        cannot tell (its newest events cut off). Only the store's very last event can go
-        unnoticed."""
-        results = [self.verify(info.stream) for info in self.list_streams()]
-        gap = self._first_missing_position()
-        results.append(VerifyResult(
-            "(positions)", gap is None, self.last_position(),
-            None if gap is None else f"global position {gap} is missing: an event was removed",
-            None))
-        return results
+    def verify_all(self, *, progress: Progress | None = None, incremental: bool = False,
+                   against: dict | None = None, checkpoint: bool = True) -> VerifyReport:
+        """One pass over the store in position order, ``VERIFY_CHUNK`` rows at a time, keeping
+        only each stream's head: every stream's chain, gapless global positions, bodies, the
+        head anchor (and ``against``, an exported one). ``incremental`` starts after the last
+        signed checkpoint instead of position 0. When everything is intact and the store is
+        writable, a checkpoint is recorded at the last position checked."""
+        report = VerifyReport()
+        check = _Checker(self)
+        check.load_key(report)
+        heads: dict[str, tuple[int, str, int]] = {}  # stream -> (seq, hash, chain)
+        broken: set[str] = set()
+        start = self._checkpoint_start(report, check) if incremental else None
+        last = start[0] if start else 0
+        keyed_from = start[0] if start and start[1] >= 2 else None
+        report.from_position = last
+        end = self.last_position()
+        report.last_position = end
+        total = max(end - last, 0)
+        gap_reported = False
+        if progress:
+            progress(0, total)
+        while True:
+            rows = self._raw_all(last, VERIFY_CHUNK, None)
+            if not rows:
+                break
+            found = check.bodies_of(rows)
+            for row in rows:
+                report.events += 1
+                if row.position != last + 1 and not gap_reported:
+                    gap_reported = True
+                    report.problems.append(VerifyResult(
+                        "(positions)", False, report.events,
+                        f"global position {last + 1} is missing: an event was removed"
+                        if row.position > last + 1 else
+                        f"global position {row.position} appears twice or out of order"))
+                last = max(last, row.position)
+                head = heads.get(row.stream)
+                if head is None:
+                    head = self._head_before(row) if start else (0, GENESIS_HASH, 1)
+                    report.streams += 1
+                if row.stream not in broken:
+                    problem = check.row(row, head, found)
+                    if problem is None and keyed_from is not None and row.chain < 2:
+                        problem = (f"event seq {row.seq} ({row.type}) has an unkeyed hash after "
+                                   "keyed events began: forged")
+                    if problem:
+                        broken.add(row.stream)
+                        report.problems.append(VerifyResult(row.stream, False, row.seq,
+                                                            problem, row.seq))
+                heads[row.stream] = (row.seq, row.hash, row.chain)
+                if row.chain >= 2 and keyed_from is None:
+                    keyed_from = row.position
+            if progress:
+                progress(report.events, max(total, report.events))
+        self._check_anchor(report, check, self._read_anchor(), "(anchor)", required=bool(
+            keyed_from is not None or self._load_meta("chain_key_id")))
+        if against is not None:
+            self._check_anchor(report, check, against, "(exported anchor)", required=True)
+        if report.ok and checkpoint and not self.read_only and last > 0 and check.key:
+            at = self._raw_all(last - 1, 1, None)
+            if at and at[0].position == last:
+                self._save_checkpoint(check.sign_checkpoint(last, at[0].hash))
+                report.checkpoint = last
+        return report
+
+    def head_anchor(self) -> dict:
+        """The signed head of the store (for ``ta-actors verify --anchor FILE``)."""
+        key = self._key(create=False)
+        with self._lock:
+            end = self._max_position_cached()
+            last = self._raw_all(end - 1, 1, None) if end else []
+            return _anchor(key, end, self._count_cached(), last[0].hash if last else GENESIS_HASH)
 
     def close(self) -> None:
         """Release the backend; the default has nothing to release."""
@@ -185,9 +387,12 @@ class EventStore(ABC):
         self.close()
 
     # ---- shared internals ---------------------------------------------------------------
+    def _where(self) -> str:
+        return "(in memory)"
+
     def _plan(self, req: AppendRequest, heads: dict[str, tuple[int, str]],
               pending: dict[tuple[str, str], list[RawEvent]], position: int,
-              now: dt.datetime) -> list[RawEvent]:
+              now: dt.datetime, key: bytes, new_bodies: dict[str, str]) -> list[RawEvent]:
         if not req.events:
             raise ValueError(f"append to {req.stream!r}: empty batch")
         if not req.stream or len(req.stream) > 200:
@@ -201,18 +406,120 @@ class EventStore(ABC):
         if req.expected_version is not None and req.expected_version != version:
             raise ConcurrencyError(req.stream, req.expected_version, version)
         rows = []
+        found: dict[str, str] = {}
         for i, new in enumerate(req.events):
             type_, schema_version, payload_json = encode(new.payload)
+            payload_json, used = lean_bodies.lean(payload_json)
+            found.update(used)
             seq = version + i + 1
             event_id = (derived_event_id(req.stream, req.idempotency_key, i)
                         if req.idempotency_key else derived_event_id(req.stream, "", seq))
-            digest = chain_hash(last_hash, req.stream, seq, event_id, type_, schema_version, now,
-                                new.actor, new.causation_id, req.idempotency_key, payload_json)
+            digest = keyed_chain_hash(key, last_hash, position + i + 1, req.stream, seq,
+                                      event_id, type_, schema_version, now, new.actor,
+                                      new.causation_id, req.idempotency_key, payload_json)
             rows.append(RawEvent(position + i + 1, event_id, req.stream, seq, type_,
                                  schema_version, now, new.actor, new.causation_id,
-                                 req.idempotency_key, last_hash, digest, payload_json))
+                                 req.idempotency_key, last_hash, digest, payload_json,
+                                 chain=CHAIN_VERSION))
             last_hash = digest
+        new_bodies.update((b, t) for b, t in found.items() if b not in self._known_bodies)
         return rows
+
+    def _remember_bodies(self, ids: Iterable[str]) -> None:
+        known = self._known_bodies
+        for b in ids:
+            known[b] = None
+            known.move_to_end(b)
+        while len(known) > KNOWN_BODIES:
+            known.popitem(last=False)
+
+    def _record_anchor(self, key: bytes, last: RawEvent) -> None:
+        """Best effort after a commit: the anchor is a lower bound, never a reason to fail an
+        append that is already durable."""
+        try:
+            self._write_anchor(_anchor(key, last.position, self._count_cached(), last.hash))
+        except OSError:
+            pass
+
+    def _check_anchor(self, report: VerifyReport, check: _Checker, anchor: dict | None,
+                      label: str, required: bool) -> None:
+        def problem(text: str) -> None:
+            report.problems.append(VerifyResult(label, False, 0, text))
+            if label == "(anchor)":
+                report.anchor = "broken"
+
+        if anchor is None:
+            if required:
+                problem(f"the head anchor {self._anchor_where()} is missing: removed newest "
+                        "events could not be detected (check against an exported anchor with "
+                        "verify --against FILE)")
+            return
+        try:
+            position, count, digest = (int(anchor["position"]), int(anchor["count"]),
+                                       str(anchor["hash"]))
+            signature = str(anchor["signature"])
+        except (KeyError, TypeError, ValueError):
+            problem("the head anchor is unreadable (not a ta-actors anchor)")
+            return
+        if check.key is not None and not check.key_mismatch and not signature_ok(
+                check.key, _anchor_text(position, count, digest), signature):
+            problem("the head anchor's signature is invalid: it was not written with this "
+                    "store's key, or it was edited")
+            return
+        at = self._raw_all(position - 1, 1, None) if position > 0 else []
+        if position > 0 and (not at or at[0].position != position):
+            end = self.last_position()
+            problem(f"the anchor records events up to position {position}, but "
+                    + (f"the store ends at {end}: its newest events were removed"
+                       if end < position else f"position {position} is missing"))
+            return
+        if position > 0 and at[0].hash != digest:
+            problem(f"the event at position {position} is not the one the anchor recorded: "
+                    "replaced or rewritten")
+            return
+        below = self._count_upto(position)
+        if below != count:
+            problem(f"the anchor counted {count} events up to position {position}, the store "
+                    f"has {below}: events were removed" if below < count else
+                    f"the anchor counted {count} events up to position {position}, the store "
+                    f"has {below}: events were inserted")
+            return
+        if label == "(anchor)":
+            report.anchor = "ok"
+
+    def _checkpoint_start(self, report: VerifyReport, check: _Checker) -> tuple[int, int] | None:
+        """(position, chain version there) of the last signed checkpoint, if it holds."""
+        point = self._load_checkpoint()
+        if point is None or check.key is None or check.key_mismatch:
+            return None
+        try:
+            position, digest = int(point["position"]), str(point["hash"])
+            good = signature_ok(check.key, _checkpoint_text(position, digest),
+                                str(point["signature"]))
+        except (KeyError, TypeError, ValueError):
+            good = False
+        if not good:
+            report.problems.append(VerifyResult(
+                "(checkpoint)", False, 0, "the verification checkpoint's signature is invalid "
+                "(forged or edited); checked the whole store instead"))
+            return None
+        at = self._raw_all(position - 1, 1, None)
+        if not at or at[0].position != position or at[0].hash != digest:
+            report.problems.append(VerifyResult(
+                "(checkpoint)", False, 0, f"the event at the checkpoint (position {position}) "
+                "changed since it was verified; checked the whole store instead"))
+            return None
+        return position, at[0].chain
+
+    def _head_before(self, row: RawEvent) -> tuple[int, str, int]:
+        """Incremental verify: the stream's event before ``row`` (checked by an earlier
+        verify), read from the store."""
+        if row.seq <= 1:
+            return 0, GENESIS_HASH, 1
+        prev = self._raw_stream(row.stream, row.seq - 1, row.seq - 1)
+        if not prev:
+            return row.seq - 2, GENESIS_HASH, 1  # reported as a missing seq
+        return prev[0].seq, prev[0].hash, prev[0].chain
 
     def _head(self, stream: str) -> tuple[int, str]:
         if stream not in self._heads:
@@ -224,14 +531,40 @@ class EventStore(ABC):
             self._position = self._load_max_position()
         return self._position
 
+    def _count_cached(self) -> int:
+        if self._count is None:
+            self._count = self._count_upto(None)
+        return self._count
+
+    def _bodies_for(self, rows: Iterable[RawEvent]) -> dict[str, str]:
+        """One lookup for every body the rows refer to."""
+        wanted: set[str] = set()
+        for row in rows:
+            if row.chain >= 2 and lean_bodies.may_refer(row.payload_json):
+                wanted |= lean_bodies.refs_of(row.payload_json)
+        return self._load_bodies(sorted(wanted)) if wanted else {}
+
+    def _decode_rows(self, rows: list[RawEvent]) -> list[StoredEvent]:
+        found = self._bodies_for(rows)
+        return [self._to_stored(r, None, found) for r in rows]
+
     @staticmethod
-    def _to_stored(row: RawEvent, payload: DomainEvent | None = None) -> StoredEvent:
+    def _to_stored(row: RawEvent, payload: DomainEvent | None = None,
+                   found: dict[str, str] | None = None) -> StoredEvent:
         if payload is None:
-            payload = decode(row.type, row.schema_version, row.payload_json,
-                             where=f"{row.stream}#{row.seq}")
+            where = f"{row.stream}#{row.seq}"
+            text = row.payload_json
+            if row.chain >= 2 and lean_bodies.may_refer(text):
+                try:
+                    text = lean_bodies.full_json(text, found or {})
+                except lean_bodies.MissingBodyError as exc:
+                    raise EventDecodeError(f"event {row.type!r} at {where}: {exc}") from None
+                except ValueError:
+                    pass  # not JSON: decode names the row
+            payload = decode(row.type, row.schema_version, text, where=where)
         return StoredEvent(row.position, row.event_id, row.stream, row.seq, row.type,
                            row.schema_version, row.recorded_at, row.actor, row.causation_id,
-                           row.idempotency_key, row.prev_hash, row.hash, payload)
+                           row.idempotency_key, row.prev_hash, row.hash, payload, chain=row.chain)
 
     # ---- storage primitives -------------------------------------------------------------
     @abstractmethod
@@ -241,11 +574,16 @@ class EventStore(ABC):
     def _load_max_position(self) -> int: ...
 
     @abstractmethod
+    def _count_upto(self, position: int | None) -> int:
+        """How many events have a position <= ``position`` (all of them for None)."""
+
+    @abstractmethod
     def _raw_by_key(self, stream: str, key: str) -> list[RawEvent]: ...
 
     @abstractmethod
-    def _insert(self, rows: list[RawEvent]) -> None:
-        """Write all rows in one transaction, or none of them."""
+    def _insert(self, rows: list[RawEvent], bodies: dict[str, str] | None = None,
+                meta: dict[str, str] | None = None) -> None:
+        """Write all rows, the new bodies and meta entries in one transaction, or none."""
 
     @abstractmethod
     def _raw_stream(self, stream: str, from_seq: int, to_seq: int | None) -> list[RawEvent]: ...
@@ -258,5 +596,142 @@ class EventStore(ABC):
     def _stream_infos(self) -> list[StreamInfo]: ...
 
     @abstractmethod
-    def _first_missing_position(self) -> int | None:
-        """The smallest position in 1..max that no stored event has, or None."""
+    def _load_bodies(self, ids: list[str]) -> dict[str, str]: ...
+
+    @abstractmethod
+    def _load_meta(self, name: str) -> str | None: ...
+
+    @abstractmethod
+    def _read_anchor(self) -> dict | None: ...
+
+    @abstractmethod
+    def _write_anchor(self, anchor: dict) -> None: ...
+
+    def _anchor_where(self) -> str:
+        return "(kept in memory)"
+
+    @abstractmethod
+    def _load_checkpoint(self) -> dict | None: ...
+
+    @abstractmethod
+    def _save_checkpoint(self, point: dict) -> None: ...
+
+
+class _Checker:
+    """The per-event checks shared by ``verify`` (one stream: a key problem is that stream's
+    problem) and ``verify_all`` (a key problem is reported once, as ``(chain key)``)."""
+
+    def __init__(self, store: EventStore):
+        self.store = store
+        self.key: bytes | None = None
+        self.key_problem: str | None = None  # why keyed hashes cannot be checked
+        self.key_mismatch = False
+        self.report: VerifyReport | None = None
+        self._recorded: str | None = None
+        self._loaded = False
+        self._keyed_seen = False
+
+    def load_key(self, report: VerifyReport | None = None) -> None:
+        self._loaded, self.report = True, report
+        self._recorded = self.store._load_meta("chain_key_id")
+        try:
+            self.key = self.store._key(create=False)
+        except ChainKeyError as exc:
+            self.key_problem = f"keyed events cannot be checked: {exc}"
+            if self._recorded is not None:
+                self._flag()
+            return
+        if self._recorded is not None and self._recorded != key_id(self.key):
+            self.key_mismatch, self.key_problem = True, KEY_MISMATCH
+            self._flag()
+
+    def _flag(self) -> None:
+        if self.report is not None and not any(p.stream == "(chain key)"
+                                               for p in self.report.problems):
+            self.report.problems.append(VerifyResult("(chain key)", False, 0, self.key_problem))
+
+    def bodies_of(self, rows: list[RawEvent]) -> dict[str, str]:
+        return self.store._bodies_for(rows)
+
+    def row(self, row: RawEvent, head: tuple[int, str, int], found: dict[str, str]) -> str | None:
+        """What is wrong with ``row`` given its stream's previous (seq, hash, chain), or None."""
+        seq, prev_hash, prev_chain = head
+        if row.seq != seq + 1:
+            if row.seq > seq + 1:
+                return (f"seq {seq + 1} is missing (found seq {row.seq} at position "
+                        f"{row.position}): an event was removed")
+            return (f"event seq {row.seq} at position {row.position} comes after seq {seq}: "
+                    "duplicated or reordered")
+        if row.prev_hash != prev_hash:
+            return (f"event seq {row.seq} does not follow the previous event: removed, inserted "
+                    "or reordered")
+        if row.chain < prev_chain:
+            return (f"event seq {row.seq} ({row.type}) has an unkeyed hash after keyed events "
+                    "began: forged")
+        if row.chain == 1:
+            if row.expected_hash() != row.hash:
+                return self._altered(row)
+        elif row.chain == 2:
+            if not self._loaded:
+                self.load_key()
+            if self.key is None or self.key_mismatch:
+                if self.report is None:
+                    return self.key_problem
+                self._flag()  # reported once for the store; the hash cannot be checked
+            elif row.expected_hash(self.key) != row.hash:
+                if not self._keyed_seen and self._recorded is None:
+                    # no key id recorded (removed?): the first keyed event tells the key
+                    self.key_mismatch, self.key_problem = True, KEY_MISMATCH
+                    if self.report is None:
+                        return KEY_MISMATCH
+                    self._flag()
+                else:
+                    return self._altered(row)
+            self._keyed_seen = True
+        else:
+            return f"event seq {row.seq} has an unknown chain version {row.chain}"
+        if row.chain >= 2 and lean_bodies.may_refer(row.payload_json):
+            for bid in sorted(lean_bodies.refs_of(row.payload_json)):
+                text = found.get(bid)
+                if text is None:
+                    return f"event seq {row.seq} ({row.type}) refers to body {bid}, which is missing"
+                if lean_bodies.body_id(text) != bid:
+                    return (f"body {bid} of event seq {row.seq} ({row.type}) was altered: its "
+                            "text no longer matches its address")
+        return None
+
+    @staticmethod
+    def _altered(row: RawEvent) -> str:
+        return (f"event seq {row.seq} ({row.type}) was altered: its content no longer matches "
+                "its hash")
+
+    def sign_checkpoint(self, position: int, digest: str) -> dict:
+        assert self.key is not None
+        return {"position": position, "hash": digest,
+                "verified_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                "signature": sign(self.key, _checkpoint_text(position, digest))}
+
+
+def _anchor_text(position: int, count: int, digest: str) -> str:
+    return canonical_json(["ta-actors anchor", position, count, digest])
+
+
+def _checkpoint_text(position: int, digest: str) -> str:
+    return canonical_json(["ta-actors verify checkpoint", position, digest])
+
+
+def _anchor(key: bytes, position: int, count: int, digest: str) -> dict:
+    return {"format": 1, "position": position, "count": count, "hash": digest,
+            "key_id": key_id(key), "signature": sign(key, _anchor_text(position, count, digest))}
+
+
+def anchor_json(anchor: dict) -> str:
+    return json.dumps(anchor, indent=2) + "\n"
+
+
+def load_anchor_text(text: str) -> dict:
+    """An exported anchor file's content (raises ValueError when it is not one)."""
+    data: Any = json.loads(text)
+    if not isinstance(data, dict) or "signature" not in data:
+        raise ValueError("not a ta-actors anchor")
+    return data

@@ -8,6 +8,10 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# the store's chain key: a throwaway key file for this session (and the Ray workers it
+# starts, which inherit the environment), never the user's own
+os.environ.setdefault("TA_ACTORS_CHAIN_KEY_FILE", os.path.join(
+    __import__("tempfile").mkdtemp(prefix="ta-chain-key-"), "chain.key"))
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("TA_SHARED_DATA", REPO.parent / "shared" / "data"))

@@ -6,6 +6,7 @@ the actors only ever see this interface. Each test runs once per backend (``stor
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 
@@ -15,17 +16,20 @@ import pytest
 from events.codec import UPCASTERS, EventDecodeError
 from events.domain import RunCompleted, TurnAssigned
 from events.duckdb_store import DuckDBEventStore
-from events.envelope import GENESIS_HASH, NewEvent, RawEvent, chain_hash
+from events.envelope import GENESIS_HASH, NewEvent, RawEvent, chain_hash, keyed_chain_hash
 from events.memory_store import InMemoryEventStore
 from events.rating import Rating
-from events.store import AppendRequest, ConcurrencyError, EventStore
+from events.store import KEY_MISMATCH, AppendRequest, ConcurrencyError, EventStore, StoreError
+
+
+TEST_KEY = b"contract-test-chain-key-0123456789"
 
 
 class Backend:
     """How to open, reopen and tamper with one kind of store, for the shared tests."""
     name = "?"
 
-    def open(self) -> EventStore: ...
+    def open(self, key: bytes = TEST_KEY) -> EventStore: ...
 
     def reopen(self, store: EventStore) -> EventStore:
         return store
@@ -33,17 +37,53 @@ class Backend:
     def inject(self, store: EventStore, rows: list[RawEvent]) -> EventStore:
         """Put rows in behind the store's back (another writer, an old version, a bad row)."""
 
+    def delete(self, store: EventStore, positions: list[int]) -> EventStore:
+        """Remove rows behind the store's back."""
+
+    def swap_positions(self, store: EventStore, a: int, b: int) -> EventStore: ...
+
+    def edit_body(self, store: EventStore, body_id: str, text: str) -> EventStore: ...
+
+    def drop_anchor(self, store: EventStore) -> EventStore: ...
+
+
+def _forget(store: EventStore) -> EventStore:
+    store._heads.clear()
+    store._position = None
+    store._count = None
+    return store
+
 
 class MemoryBackend(Backend):
     name = "memory"
 
-    def open(self) -> EventStore:
-        return InMemoryEventStore()
+    def open(self, key: bytes = TEST_KEY) -> EventStore:
+        return InMemoryEventStore(chain_key=key)
 
     def inject(self, store: EventStore, rows: list[RawEvent]) -> EventStore:
         store._insert(rows)  # the backend primitive, bypassing planning and hashing checks
-        store._heads.clear()
-        store._position = None
+        return _forget(store)
+
+    def delete(self, store: EventStore, positions: list[int]) -> EventStore:
+        store._rows = [r for r in store._rows if r.position not in positions]
+        for stream, rows in store._by_stream.items():
+            store._by_stream[stream] = [r for r in rows if r.position not in positions]
+        return _forget(store)
+
+    def swap_positions(self, store: EventStore, a: int, b: int) -> EventStore:
+        moved = {a: b, b: a}
+        rows = [dataclasses.replace(r, position=moved.get(r.position, r.position))
+                for r in store._rows]
+        store._rows, store._by_stream = [], type(store._by_stream)(list)
+        store._insert(rows)
+        return _forget(store)
+
+    def edit_body(self, store: EventStore, body_id: str, text: str) -> EventStore:
+        store._bodies[body_id] = text
+        return store
+
+    def drop_anchor(self, store: EventStore) -> EventStore:
+        store._anchor = None
         return store
 
 
@@ -53,17 +93,58 @@ class DuckDBBackend(Backend):
     def __init__(self, path):
         self.path = path
 
-    def open(self) -> EventStore:
-        return DuckDBEventStore(self.path)
+    def open(self, key: bytes = TEST_KEY) -> EventStore:
+        self.key = key
+        return DuckDBEventStore(self.path, chain_key=key)
 
     def reopen(self, store: EventStore) -> EventStore:
         store.close()
-        return DuckDBEventStore(self.path)
+        return DuckDBEventStore(self.path, chain_key=self.key)
+
+    def _sql(self, store: EventStore, sql: str, params=()) -> EventStore:
+        store.close()
+        con = duckdb.connect(str(self.path))
+        try:
+            con.execute(sql, params)
+        finally:
+            con.close()
+        return DuckDBEventStore(self.path, chain_key=self.key)
 
     def inject(self, store: EventStore, rows: list[RawEvent]) -> EventStore:
         store.close()
         insert_raw(self.path, rows)
-        return DuckDBEventStore(self.path)
+        return DuckDBEventStore(self.path, chain_key=self.key)
+
+    def delete(self, store: EventStore, positions: list[int]) -> EventStore:
+        return self._sql(store, "DELETE FROM events WHERE position IN (SELECT unnest(?))",
+                         [positions])
+
+    def swap_positions(self, store: EventStore, a: int, b: int) -> EventStore:
+        store.close()
+        con = duckdb.connect(str(self.path))
+        try:  # a primary key cannot be updated in place: take the rows out and back in
+            rows = con.execute("SELECT * FROM events WHERE position IN (?, ?)", [a, b]).fetchall()
+            con.execute("DELETE FROM events WHERE position IN (?, ?)", [a, b])
+            for row in rows:
+                con.execute(f"INSERT INTO events VALUES ({','.join('?' * len(row))})",
+                            [b if row[0] == a else a, *row[1:]])
+        finally:
+            con.close()
+        return DuckDBEventStore(self.path, chain_key=self.key)
+
+    def edit_body(self, store: EventStore, body_id: str, text: str) -> EventStore:
+        store.close()
+        con = duckdb.connect(str(self.path))
+        try:
+            con.execute("DELETE FROM bodies WHERE id = ?", [body_id])
+            con.execute("INSERT INTO bodies VALUES (?, ?)", [body_id, text])
+        finally:
+            con.close()
+        return DuckDBEventStore(self.path, chain_key=self.key)
+
+    def drop_anchor(self, store: EventStore) -> EventStore:
+        store.anchor_path.unlink()
+        return store
 
 
 def insert_raw(path, rows: list[RawEvent]) -> None:
@@ -71,24 +152,32 @@ def insert_raw(path, rows: list[RawEvent]) -> None:
     con = duckdb.connect(str(path))
     try:
         for r in rows:
-            con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            con.execute("INSERT INTO events (position, event_id, stream, seq, type, "
+                        "schema_version, recorded_at, actor, causation_id, idempotency_key, "
+                        "prev_hash, hash, payload, chain) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                         [r.position, r.event_id, r.stream, r.seq, r.type, r.schema_version,
                          r.recorded_at.replace(tzinfo=None), r.actor, r.causation_id,
-                         r.idempotency_key, r.prev_hash, r.hash, r.payload_json])
+                         r.idempotency_key, r.prev_hash, r.hash, r.payload_json, r.chain])
     finally:
         con.close()
 
 
 def raw_row(stream: str, seq: int, position: int, type_: str, payload: dict | str,
-            prev_hash: str = GENESIS_HASH, schema_version: int = 1) -> RawEvent:
-    """A row with a correct chain hash, so only its content (not tampering) is under test."""
+            prev_hash: str = GENESIS_HASH, schema_version: int = 1,
+            key: bytes | None = None) -> RawEvent:
+    """A row with a correct chain hash, so only its content (not tampering) is under test:
+    unkeyed (chain 1, as stores written before keyed chains hold) or keyed with ``key``."""
     payload_json = payload if isinstance(payload, str) else json.dumps(payload)
     at = dt.datetime(2024, 5, 10, 12, 0, tzinfo=dt.UTC)
     event_id = f"raw-{stream}-{seq}"
-    digest = chain_hash(prev_hash, stream, seq, event_id, type_, schema_version, at, "test",
-                        None, None, payload_json)
+    if key is None:
+        digest = chain_hash(prev_hash, stream, seq, event_id, type_, schema_version, at, "test",
+                            None, None, payload_json)
+    else:
+        digest = keyed_chain_hash(key, prev_hash, position, stream, seq, event_id, type_,
+                                  schema_version, at, "test", None, None, payload_json)
     return RawEvent(position, event_id, stream, seq, type_, schema_version, at, "test", None,
-                    None, prev_hash, digest, payload_json)
+                    None, prev_hash, digest, payload_json, chain=1 if key is None else 2)
 
 
 @pytest.fixture(params=["memory", "duckdb"])
@@ -295,7 +384,7 @@ def test_verify_passes_on_an_honest_stream(store):
 def test_a_bad_stored_row_fails_loudly_naming_type_and_place(backend, type_, payload, expected):
     store = backend.open()
     store.append("run-9", turns("t1"))
-    store = backend.inject(store, [raw_row("run-9", 2, 2, type_, payload,
+    store = backend.inject(store, [raw_row("run-9", 2, 2, type_, payload, key=TEST_KEY,
                                            prev_hash=store.read_stream("run-9")[0].hash)])
     for read in (lambda: store.read_stream("run-9"), store.read_all):
         with pytest.raises(EventDecodeError) as err:
@@ -336,6 +425,266 @@ def test_old_schema_version_is_upcast_on_read_and_never_rewritten(backend, monke
 def test_verify_all_covers_every_stream_and_the_positions(store):
     for stream in ("run-a", "run-b", "memory"):
         store.append(stream, turns(f"{stream}-1", f"{stream}-2"))
-    results = store.verify_all()
-    assert [r.stream for r in results] == ["run-a", "run-b", "memory", "(positions)"]
-    assert all(r.ok for r in results) and results[-1].checked == store.last_position() == 6
+    report = store.verify_all()
+    assert report.ok and report.problems == []
+    assert (report.streams, report.events, report.last_position) == (3, 6, 6)
+    assert report.anchor == "ok"
+
+
+def test_verify_all_reads_in_bounded_chunks_and_reports_progress(store, monkeypatch):
+    import events.store as store_module
+    monkeypatch.setattr(store_module, "VERIFY_CHUNK", 4)
+    for i in range(5):
+        store.append(f"run-{i % 2}", turns(f"t{i}a", f"t{i}b"))
+    seen, limits = [], []
+    raw_all = store._raw_all
+    monkeypatch.setattr(store, "_raw_all", lambda after, limit, types=None: (
+        limits.append(limit), raw_all(after, limit, types))[1])
+    report = store.verify_all(progress=lambda done, total: seen.append((done, total)))
+    assert report.ok and report.events == 10
+    assert None not in limits  # never the whole store in one read
+    assert seen[0] == (0, 10) and seen[-1] == (10, 10) and len(seen) >= 3
+
+
+# ---- keyed chain, anchor, tampering (issue 14.5) -------------------------------------------
+def fill(store) -> list:
+    written = []
+    for batch in range(3):
+        for stream in ("run-a", "run-b"):
+            written += store.append(stream, turns(f"{stream}-{batch}-1", f"{stream}-{batch}-2"))
+    return written
+
+
+def problems(report) -> dict[str, str]:
+    return {p.stream: p.problem for p in report.problems}
+
+
+def test_new_events_are_keyed_and_cover_their_position(store):
+    written = fill(store)
+    assert {e.chain for e in written} == {2}
+    raw = store._raw_all(0, None)
+    assert all(r.expected_hash(TEST_KEY) == r.hash for r in raw)
+    assert all(r.expected_hash(b"another key") != r.hash for r in raw)
+    moved = dataclasses.replace(raw[0], position=99)
+    assert moved.expected_hash(TEST_KEY) != raw[0].hash
+
+
+def test_forged_append_with_a_correct_looking_unkeyed_hash_is_caught(store, backend):
+    fill(store)
+    tail = store.read_stream("run-a")[-1]
+    forged = raw_row("run-a", tail.seq + 1, store.last_position() + 1, "TurnAssigned",
+                     {"type": "TurnAssigned", "turn_id": "forged", "role": "bull", "round": 1},
+                     prev_hash=tail.hash)  # plain SHA-256: what anyone can compute
+    assert forged.expected_hash() == forged.hash
+    store = backend.inject(store, [forged])
+    result = store.verify("run-a")
+    assert (result.ok, result.first_bad_seq) == (False, forged.seq)
+    assert "unkeyed hash after keyed events began: forged" in result.problem
+    assert "forged" in problems(store.verify_all())["run-a"]
+    # a keyed hash made with another key is no better
+    store = backend.delete(store, [forged.position])
+    other = raw_row("run-a", tail.seq + 1, store.last_position() + 1, "TurnAssigned",
+                    {"type": "TurnAssigned", "turn_id": "forged", "role": "bull", "round": 1},
+                    prev_hash=tail.hash, key=b"the intruder's own key")
+    store = backend.inject(store, [other])
+    assert "was altered" in store.verify("run-a").problem
+    assert "was altered" in problems(store.verify_all())["run-a"]
+    store.close()
+
+
+def test_rewritten_suffix_of_a_stream_is_caught(store, backend):
+    fill(store)
+    events = store._raw_stream("run-b", 1, None)
+    keep = events[:3]
+    store = backend.delete(store, [e.position for e in events[3:]])
+    prev, rows = keep[-1].hash, []
+    for e in events[3:]:  # same positions, new content, a chain recomputed without the key
+        row = raw_row("run-b", e.seq, e.position, "TurnAssigned",
+                      {"type": "TurnAssigned", "turn_id": f"rewritten-{e.seq}", "role": "bear",
+                       "round": 1}, prev_hash=prev, key=b"guessed key")
+        rows.append(row)
+        prev = row.hash
+    store = backend.inject(store, rows)
+    result = store.verify("run-b")
+    assert (result.ok, result.first_bad_seq) == (False, 4)
+    report = store.verify_all()
+    assert set(problems(report)) >= {"run-b"} and "seq 4" in problems(report)["run-b"]
+    store.close()
+
+
+def test_swapped_positions_are_caught(store, backend):
+    written = fill(store)
+    a, b = written[2], written[3]  # run-b seq 1 and run-b seq 2? no: run-a batch 0 is 1-2
+    assert (a.stream, b.stream) == ("run-b", "run-b")
+    c = written[4]  # run-a seq 3: swap two events of different streams
+    store = backend.swap_positions(store, b.position, c.position)
+    report = store.verify_all()
+    assert not report.ok
+    assert "altered" in problems(report)["run-a"] and "altered" in problems(report)["run-b"]
+    store.close()
+
+
+def test_deleting_the_newest_events_of_the_newest_stream_is_caught_by_the_anchor(store, backend):
+    fill(store)
+    assert store.verify_all().anchor == "ok"
+    end = store.last_position()
+    store = backend.delete(store, [end - 1, end])
+    assert store.verify("run-b").ok  # the chain alone cannot see it
+    report = store.verify_all()
+    assert not report.ok and report.anchor == "broken"
+    assert f"the store ends at {end - 2}: its newest events were removed" in \
+        problems(report)["(anchor)"]
+    store.close()
+
+
+def test_exported_anchor_catches_a_cut_even_when_the_anchor_is_gone(store, backend):
+    fill(store)
+    exported = store.head_anchor()
+    assert store.verify_all(against=exported).ok
+    end = store.last_position()
+    store = backend.delete(store, [end])
+    store = backend.drop_anchor(store)
+    report = store.verify_all(against=exported)
+    assert "newest events were removed" in problems(report)["(exported anchor)"]
+    assert "is missing" in problems(report)["(anchor)"]
+    forged = dict(exported, position=end - 1, count=end - 1,
+                  hash=store._raw_all(end - 2, 1)[0].hash)  # re-pointed without the key
+    assert "signature is invalid" in problems(store.verify_all(against=forged))[
+        "(exported anchor)"]
+    store.close()
+
+
+def test_wrong_key_says_so_once_instead_of_altered_everywhere(store, backend):
+    fill(store)
+    store.close()
+    other = backend.open(key=b"not the key this store was written with")
+    if backend.name == "memory":  # nothing to reopen: the same rows under another key
+        other._rows, other._by_stream, other._meta = store._rows, store._by_stream, store._meta
+        other._anchor = store._anchor
+    report = other.verify_all()
+    assert [(p.stream, p.problem) for p in report.problems] == [("(chain key)", KEY_MISMATCH)]
+    assert other.verify("run-a").problem == KEY_MISMATCH
+    with pytest.raises(StoreError, match="chain key does not match"):
+        other.append("run-a", turns("late"))
+    other.close()
+
+
+def test_old_format_rows_still_verify_and_new_ones_chain_on(backend):
+    """A store written before keyed chains: unkeyed SHA-256 rows (chain 1), no anchor."""
+    store = backend.open()
+    prev, rows = GENESIS_HASH, []
+    for seq in range(1, 4):
+        row = raw_row("old-run", seq, seq, "TurnAssigned",
+                      {"type": "TurnAssigned", "turn_id": f"o{seq}", "role": "bull", "round": 1},
+                      prev_hash=prev)
+        rows.append(row)
+        prev = row.hash
+    store = backend.inject(store, rows)
+    assert store.verify("old-run").ok
+    report = store.verify_all()
+    assert report.ok and report.anchor == "none"
+    (new,) = store.append("old-run", turns("n4"))
+    assert (new.seq, new.chain, new.prev_hash) == (4, 2, prev)
+    assert store.verify("old-run").ok and store.verify_all().ok
+    assert [e.chain for e in store.read_stream("old-run")] == [1, 1, 1, 2]
+    # old rows are read back unchanged (no lean decoding for chain 1)
+    assert store._raw_stream("old-run", 1, 1)[0].payload_json == rows[0].payload_json
+    store.close()
+
+
+# ---- lean events (issue 9.4) ---------------------------------------------------------------
+SYSTEM = "You are the bull researcher. " * 20
+REPORT = "\n\n".join(f"Paragraph {i}: " + "revenue grew strongly and margins widened. " * 4
+                      for i in range(6))
+
+
+def llm_call(i: int, extra: str = "", structured: dict | None = None) -> NewEvent:
+    from events.domain import LLMCallCompleted
+    from events.records import Message
+    messages = [Message(role="system", content=SYSTEM), Message(role="user", content=REPORT)]
+    messages += [Message(role="assistant", content=f"answer {j}: " + "x" * 300)
+                 for j in range(i)]
+    return NewEvent(LLMCallCompleted(
+        turn_id="t1", role="bull", call_index=i, tier="quick", model="m", provider="p",
+        messages=messages, response_text=f"answer {i}: " + "x" * 300 + extra,
+        structured=structured), actor="gateway")
+
+
+def stored_bytes(store) -> int:
+    raw = sum(len(r.payload_json.encode()) for r in store._raw_all(0, None))
+    ids = list(store._known_bodies)
+    return raw + sum(len(t.encode()) for t in store._load_bodies(ids).values())
+
+
+def test_lean_round_trip_returns_the_exact_payloads_and_stores_less(store, backend):
+    tricky = {"$text": ["b:AAAAAAAAAAAAAAAAAAAAAA"], "$$x": 1, "nested": [{"$y": "z" * 300}]}
+    new = [llm_call(i) for i in range(4)] + [llm_call(4, "\n\n\n\nend", structured=tricky)]
+    written = store.append("run-l", new)
+    assert [e.payload for e in written] == [n.payload for n in new]
+    store = backend.reopen(store)
+    assert store.read_stream("run-l") == written
+    assert store.read_all() == written
+    assert store.read_stream("run-l")[-1].payload.structured == tricky
+    full = sum(len(n.payload.model_dump_json().encode()) for n in new)
+    assert stored_bytes(store) < full / 2
+    assert '"$text"' in store._raw_stream("run-l", 2, 2)[0].payload_json
+    assert store.verify("run-l").ok and store.verify_all().ok
+    # an idempotent retry returns the full payloads too
+    again = store.append("run-k", new[:2], idempotency_key="k")
+    assert store.append("run-k", new[:2], idempotency_key="k") == again
+    assert [e.payload for e in again] == [n.payload for n in new[:2]]
+    store.close()
+
+
+def test_body_tampering_is_caught(store, backend):
+    store.append("run-l", [llm_call(1)])
+    raw = store._raw_stream("run-l", 1, 1)[0].payload_json
+    from events.bodies import body_id, refs_of
+    target = body_id(SYSTEM)  # the system prompt: one paragraph, one body
+    assert target in refs_of(raw)
+    store = backend.edit_body(store, target, SYSTEM.replace("bull", "bear"))
+    assert "bear researcher" in store.read_stream("run-l")[0].payload.messages[0].content
+    result = store.verify("run-l")
+    assert not result.ok and f"body {target}" in result.problem and "altered" in result.problem
+    assert "altered" in problems(store.verify_all())["run-l"]
+    store.close()
+
+
+# ---- incremental verify (issue 9.3) --------------------------------------------------------
+def test_incremental_verify_checks_only_what_is_new_and_a_full_one_still_sees_old_edits(
+        store, backend):
+    fill(store)
+    first = store.verify_all()
+    assert first.ok and first.checkpoint == 12
+    store.append("run-a", turns("late-1"))
+    store.append("run-c", turns("c-1", "c-2"))
+    inc = store.verify_all(incremental=True)
+    assert inc.ok and (inc.from_position, inc.events, inc.checkpoint) == (12, 3, 15)
+    # a forged event after the checkpoint is caught by the incremental verify
+    tail = store.read_stream("run-a")[-1]
+    store = backend.inject(store, [raw_row("run-a", tail.seq + 1, 16, "TurnAssigned",
+                                           {"type": "TurnAssigned", "turn_id": "f",
+                                            "role": "bull", "round": 1}, prev_hash=tail.hash)])
+    inc = store.verify_all(incremental=True)
+    assert inc.from_position == 15 and "forged" in problems(inc)["run-a"]
+    store = backend.delete(store, [16])
+    assert store.verify_all(incremental=True).ok
+    # an edit before the checkpoint: incremental does not look there, a full verify does
+    target = store._raw_all(3, 1)[0]
+    store = backend.delete(store, [target.position])
+    store = backend.inject(store, [dataclasses.replace(target, actor="mallory")])
+    assert store.verify_all(incremental=True).ok
+    assert not store.verify_all().ok
+    store.close()
+
+
+def test_forged_checkpoint_is_refused(store, backend):
+    fill(store)
+    store.verify_all()
+    point = store._load_checkpoint()
+    store._save_checkpoint(dict(point, position=point["position"] + 5,
+                                verified_at=dt.datetime(2100, 1, 1)))
+    report = store.verify_all(incremental=True)
+    assert report.from_position == 0 and "signature is invalid" in problems(report)[
+        "(checkpoint)"]
+    store.close()

@@ -10,7 +10,7 @@ from events.duckdb_store import DuckDBEventStore
 from events.envelope import NewEvent
 from events.store import AppendRequest, StoreError
 
-from test_store_contract import raw_row  # noqa: E402 - tests/ is on sys.path under pytest
+from test_store_contract import TEST_KEY, insert_raw, raw_row  # noqa: E402 - tests/ on sys.path
 
 
 def turns(*names: str) -> list[NewEvent]:
@@ -23,6 +23,12 @@ def rows(path, sql: str, params=()) -> list[tuple]:
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+@pytest.fixture(autouse=True)
+def chain_key(monkeypatch):
+    """Every store of this module is keyed with the contract tests' key (text form)."""
+    monkeypatch.setenv("TA_ACTORS_CHAIN_KEY", TEST_KEY.decode())
 
 
 @pytest.fixture
@@ -79,14 +85,9 @@ def test_position_clash_rolls_back_the_whole_group_and_caches_recover(filled):
     with DuckDBEventStore(filled) as store:
         assert store.last_position() == 30  # cached now
         intruder = raw_row("intruder", 1, 32, "TurnAssigned",
-                           {"type": "TurnAssigned", "turn_id": "i", "role": "bull", "round": 1})
-        con = duckdb.connect(str(filled))  # same process: shares the open database
-        con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [intruder.position, intruder.event_id, intruder.stream, intruder.seq,
-                     intruder.type, intruder.schema_version,
-                     intruder.recorded_at.replace(tzinfo=None), intruder.actor, None, None,
-                     intruder.prev_hash, intruder.hash, intruder.payload_json])
-        con.close()
+                           {"type": "TurnAssigned", "turn_id": "i", "role": "bull", "round": 1},
+                           key=TEST_KEY)
+        insert_raw(filled, [intruder])  # same process: shares the open database
 
         results = store.append_batches([AppendRequest("run-a", turns("x1", "x2")),
                                         AppendRequest("new", turns("y1"))])
@@ -111,13 +112,8 @@ def test_stale_stream_head_rolls_back_and_recovers(filled):
         tail = store.read_stream("run-b")[-1]
         extra = raw_row("run-b", 11, 99, "TurnAssigned",
                         {"type": "TurnAssigned", "turn_id": "i", "role": "bull", "round": 1},
-                        prev_hash=tail.hash)
-        con = duckdb.connect(str(filled))
-        con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [extra.position, extra.event_id, extra.stream, extra.seq, extra.type,
-                     extra.schema_version, extra.recorded_at.replace(tzinfo=None), extra.actor,
-                     None, None, extra.prev_hash, extra.hash, extra.payload_json])
-        con.close()
+                        prev_hash=tail.hash, key=TEST_KEY)
+        insert_raw(filled, [extra])
 
         with pytest.raises(duckdb.ConstraintException):
             store.append("run-b", turns("z1", "z2", "z3"))
@@ -180,12 +176,12 @@ def test_truncating_the_last_event_is_not_detectable_by_the_chain(filled):
 def test_verify_all_sees_a_cut_off_stream_through_the_global_positions(filled):
     """What one stream's chain cannot see (its newest event deleted), the global positions
     can: one writer numbers them without gaps."""
-    with DuckDBEventStore(filled) as store:
-        assert all(r.ok for r in store.verify_all())
+    with DuckDBEventStore(filled, chain_key=TEST_KEY) as store:
+        assert store.verify_all().ok
     rows(filled, "DELETE FROM events WHERE stream = 'run-a' AND seq = 10")
-    with DuckDBEventStore(filled) as store:
-        results = {r.stream: r for r in store.verify_all()}
-        assert results["run-a"].ok  # the chain alone is fine
+    with DuckDBEventStore(filled, chain_key=TEST_KEY) as store:
+        results = {r.stream: r for r in store.verify_all().problems}
+        assert "run-a" not in results  # the chain alone is fine
         positions = results["(positions)"]
         assert not positions.ok and "is missing: an event was removed" in positions.problem
         (gap,) = rows(filled, "SELECT max(position) + 1 FROM events WHERE stream = 'run-a'")
