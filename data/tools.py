@@ -1,4 +1,5 @@
-"""The tools analysts may call: JSON-schema specs and the dispatcher behind call_tool.
+"""The tools analysts may call: one record per tool (name, JSON-schema spec, handler, data
+category) in ``TOOLS``, and the dispatcher behind call_tool. ``TOOL_SPECS`` is derived.
 
 Why the dispatcher never raises on bad input: a model's malformed call is a normal event,
 and the best repair is a text that says what was wrong and what is valid. All dates are
@@ -6,7 +7,9 @@ clamped to the trade date here, before any vendor sees them."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from events.config import InvalidInput
 from events.records import ToolResult, ToolSpec
@@ -31,42 +34,6 @@ def _days(default: int, what: str) -> dict:
     return {"type": "integer", "default": default, "description": what}
 
 
-TOOL_SPECS: dict[str, ToolSpec] = {s.name: s for s in [
-    _spec("get_stock_data", "Daily OHLCV bars for a symbol between two dates (inclusive).",
-          {"symbol": _S, "start_date": _DATE, "end_date": _DATE},
-          ["symbol", "start_date", "end_date"]),
-    _spec("get_indicators", "Daily values of one technical indicator up to curr_date. Valid "
-          "indicators: " + ", ".join(INDICATORS) + ".",
-          {"symbol": _S, "indicator": {"type": "string", "enum": list(INDICATORS)},
-           "curr_date": _DATE, "look_back_days": _days(30, "calendar days of values")},
-          ["symbol", "indicator", "curr_date"]),
-    _spec("get_verified_market_snapshot", "Verified last bar, key indicators and recent closes "
-          "on or before curr_date: the source of truth for exact numbers.",
-          {"symbol": _S, "curr_date": _DATE, "look_back_days": _days(30, "closes to list")},
-          ["symbol", "curr_date"]),
-    _spec("get_news", "Company news published between two dates.",
-          {"ticker": _S, "start_date": _DATE, "end_date": _DATE},
-          ["ticker", "start_date", "end_date"]),
-    _spec("get_global_news", "Macro and market news in the days before curr_date.",
-          {"curr_date": _DATE, "look_back_days": _days(7, "calendar days"),
-           "limit": {"type": "integer", "default": 10}}, ["curr_date"]),
-    _spec("get_fundamentals", "Key statistics (valuation, profitability) as of curr_date.",
-          {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
-    *[_spec(f"get_{k}", f"{label} statements with periods ended and filed by curr_date.",
-            {"ticker": _S, "freq": _FREQ, "curr_date": _DATE}, ["ticker", "curr_date"])
-      for k, label in (("balance_sheet", "Balance sheet"), ("cashflow", "Cash flow"),
-                       ("income_statement", "Income"))],
-    _spec("get_insider_transactions", "Insider transactions on or before curr_date.",
-          {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
-    _spec("get_social_posts", "Recent Reddit and StockTwits posts about the ticker.",
-          {"ticker": _S, "curr_date": _DATE, "look_back_days": _days(7, "calendar days")},
-          ["ticker", "curr_date"]),
-]}
-TOOL_CATEGORY = {"get_stock_data": "prices", "get_indicators": "indicators",
-                 "get_verified_market_snapshot": "prices", "get_news": "news",
-                 "get_global_news": "news", "get_social_posts": "social",
-                 **{n: "fundamentals" for n in ("get_fundamentals", "get_balance_sheet",
-                    "get_cashflow", "get_income_statement", "get_insider_transactions")}}
 _STATEMENT = {"get_balance_sheet": "balance", "get_cashflow": "cashflow",
               "get_income_statement": "income"}
 
@@ -83,6 +50,11 @@ class _Args:
             params = ", ".join(TOOL_SPECS[self.name].parameters["properties"])
             raise InvalidInput(f"{self.name} needs argument {key!r} (parameters: {params})")
         return value
+
+    @property
+    def category(self) -> str:
+        """The data category whose vendor chain serves this tool."""
+        return TOOLS[self.name].category
 
     def symbol(self, key: str) -> tuple[str, str]:
         asked = str(self.get(key))
@@ -124,13 +96,13 @@ def _num(v: Any) -> str:
 
 
 def dispatch(md: Any, name: str, arguments: dict, trade_date: dt.date) -> ToolResult:
-    handler = _HANDLERS.get(name)
-    if handler is None:
+    tool = TOOLS.get(name)
+    if tool is None:
         return ToolResult(status="error", text=f"unknown tool {name!r}; valid tools: "
                           + ", ".join(TOOL_SPECS))
     args = _Args(name, arguments if isinstance(arguments, dict) else {}, trade_date)
     try:
-        result = handler(md, args)
+        result = tool.handler(md, args)
     except (InvalidInput, UnknownIndicator) as exc:
         return ToolResult(status="error", text=f"{name}: {exc}")
     if args.notes and result.status == "ok":
@@ -142,7 +114,7 @@ def dispatch(md: Any, name: str, arguments: dict, trade_date: dt.date) -> ToolRe
 def _stock_data(md, a: _Args) -> ToolResult:
     asked, sym = a.symbol("symbol")
     start, end = a.date("start_date"), a.date("end_date")
-    ans = md.bars(sym, start, end, category="prices", tool=a.name)
+    ans = md.bars(sym, start, end, category=a.category, tool=a.name)
     if not ans.found:
         return no_data(f"prices for {_who(asked, sym)} between {start} and {end}", ans.reasons)
     bars = ans.value
@@ -162,7 +134,7 @@ def _indicators(md, a: _Args) -> ToolResult:
         raise UnknownIndicator(f"unknown indicator {indicator!r}; valid indicators: "
                                + ", ".join(INDICATORS))
     curr, back = a.date("curr_date"), a.int("look_back_days", 30, 1, 365)
-    ans = md.bars(sym, history_start(curr), curr, category="indicators", tool=a.name)
+    ans = md.bars(sym, history_start(curr), curr, category=a.category, tool=a.name)
     if not ans.found:
         return no_data(f"prices to compute {indicator} for {_who(asked, sym)} up to {curr}",
                        ans.reasons)
@@ -271,11 +243,55 @@ def _social(md, a: _Args) -> ToolResult:
                       + "\n".join(sections), vendor="+".join(found))
 
 
-_HANDLERS: dict[str, Callable[[Any, _Args], ToolResult]] = {
-    "get_stock_data": _stock_data, "get_indicators": _indicators,
-    "get_verified_market_snapshot": _snapshot, "get_news": _news,
-    "get_global_news": _global_news, "get_fundamentals": _fundamentals,
-    "get_balance_sheet": _statement, "get_cashflow": _statement,
-    "get_income_statement": _statement, "get_insider_transactions": _insider,
-    "get_social_posts": _social,
-}
+@dataclass(frozen=True)
+class Tool:
+    """One analyst tool: what the model sees (``spec``), what answers it (``handler``) and
+    which data category's vendor chain serves it (``category``)."""
+    spec: ToolSpec
+    handler: Callable[[Any, _Args], ToolResult]
+    category: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
+_STATEMENT_LABELS = (("balance_sheet", "Balance sheet"), ("cashflow", "Cash flow"),
+                     ("income_statement", "Income"))
+
+#: Every tool, once.
+TOOLS: dict[str, Tool] = {t.name: t for t in [
+    Tool(_spec("get_stock_data", "Daily OHLCV bars for a symbol between two dates (inclusive).",
+               {"symbol": _S, "start_date": _DATE, "end_date": _DATE},
+               ["symbol", "start_date", "end_date"]), _stock_data, "prices"),
+    Tool(_spec("get_indicators", "Daily values of one technical indicator up to curr_date. "
+               "Valid indicators: " + ", ".join(INDICATORS) + ".",
+               {"symbol": _S, "indicator": {"type": "string", "enum": list(INDICATORS)},
+                "curr_date": _DATE, "look_back_days": _days(30, "calendar days of values")},
+               ["symbol", "indicator", "curr_date"]), _indicators, "indicators"),
+    Tool(_spec("get_verified_market_snapshot", "Verified last bar, key indicators and recent "
+               "closes on or before curr_date: the source of truth for exact numbers.",
+               {"symbol": _S, "curr_date": _DATE, "look_back_days": _days(30, "closes to list")},
+               ["symbol", "curr_date"]), _snapshot, "prices"),
+    Tool(_spec("get_news", "Company news published between two dates.",
+               {"ticker": _S, "start_date": _DATE, "end_date": _DATE},
+               ["ticker", "start_date", "end_date"]), _news, "news"),
+    Tool(_spec("get_global_news", "Macro and market news in the days before curr_date.",
+               {"curr_date": _DATE, "look_back_days": _days(7, "calendar days"),
+                "limit": {"type": "integer", "default": 10}}, ["curr_date"]),
+         _global_news, "news"),
+    Tool(_spec("get_fundamentals", "Key statistics (valuation, profitability) as of curr_date.",
+               {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
+         _fundamentals, "fundamentals"),
+    *[Tool(_spec(f"get_{k}", f"{label} statements with periods ended and filed by curr_date.",
+                 {"ticker": _S, "freq": _FREQ, "curr_date": _DATE}, ["ticker", "curr_date"]),
+           _statement, "fundamentals") for k, label in _STATEMENT_LABELS],
+    Tool(_spec("get_insider_transactions", "Insider transactions on or before curr_date.",
+               {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
+         _insider, "fundamentals"),
+    Tool(_spec("get_social_posts", "Recent Reddit and StockTwits posts about the ticker.",
+               {"ticker": _S, "curr_date": _DATE, "look_back_days": _days(7, "calendar days")},
+               ["ticker", "curr_date"]), _social, "social"),
+]}
+#: Derived: the spec of each tool (what the role actors hand the model).
+TOOL_SPECS: dict[str, ToolSpec] = {n: t.spec for n, t in TOOLS.items()}

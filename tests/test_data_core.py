@@ -144,6 +144,17 @@ def test_bad_calls_are_error_results_not_exceptions(ohlcv_dir):
         assert set(spec.parameters["required"]) <= set(spec.parameters["properties"])
 
 
+def test_one_record_per_tool():
+    from events.config import DEFAULT_VENDORS
+    from data.tools import TOOLS
+    assert TOOL_SPECS == {name: tool.spec for name, tool in TOOLS.items()}
+    for name, tool in TOOLS.items():
+        assert tool.name == name and callable(tool.handler)
+        assert tool.category in DEFAULT_VENDORS, name
+    assert TOOLS["get_indicators"].category == "indicators"
+    assert TOOLS["get_social_posts"].category == "social"
+
+
 def test_synthetic_is_deterministic_labelled_and_prefix_stable():
     v = SyntheticVendor()
     a = v.prices("ACME", dt.date(2020, 1, 1), D)
