@@ -55,7 +55,8 @@ class EventStoreActor:
 
     async def read_all(self, path: str, after_position: int = 0, limit: int | None = None,
                        types: list[str] | None = None) -> list:
-        return await self._file(path).call("read_all", after_position, limit, types)
+        return await self._file(path).call("read_all", after_position=after_position,
+                                           limit=limit, types=types)
 
     async def list_streams(self, path: str) -> list:
         return await self._file(path).call("list_streams")
@@ -77,6 +78,10 @@ class EventStoreActor:
     async def rebuild(self, path: str) -> tuple[int, dict[str, int]]:
         """Recreate every read model of ``path`` from its events."""
         return await self._file(path).rebuild()
+
+    def pid(self) -> int:
+        import os
+        return os.getpid()
 
     def stats(self, path: str) -> dict:
         open_file = self._file(path)

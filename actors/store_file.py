@@ -80,7 +80,7 @@ class OpenFile:
         known = self._recent.get(stream)
         if known is None:
             appends = self._appends.get(stream, 0)
-            known = await asyncio.to_thread(self.store.read_stream, stream, 1)
+            known = await asyncio.to_thread(self.store.read_stream, stream)
             if self._appends.get(stream, 0) == appends and known:  # no append raced the read
                 self._recent[stream] = known
                 while len(self._recent) > RECENT_STREAMS:
@@ -89,9 +89,9 @@ class OpenFile:
             self._recent.move_to_end(stream)
         return known[from_seq - 1:]
 
-    async def call(self, method: str, *args: Any) -> Any:
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """A plain read of the store (read_all, list_streams, version, verify) in a thread."""
-        return await asyncio.to_thread(getattr(self.store, method), *args)
+        return await asyncio.to_thread(getattr(self.store, method), *args, **kwargs)
 
     def _views(self) -> ViewRecorder:
         if self.views is None:
