@@ -199,23 +199,75 @@ def _progress(label: str) -> Iterator[Callable[[int, int], None] | None]:
 
 
 @command
-def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
-    """Check the whole store: every stream's hash chain, and no event missing anywhere."""
+def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
+           incremental: Annotated[bool, typer.Option(
+               "--incremental", help="Check only what was appended since the last verify "
+               "(its checkpoint is signed; a full verify still checks everything).")] = False,
+           anchor: Annotated[Optional[Path], typer.Option(
+               "--anchor", help="After a clean verify, export the store's signed head to FILE "
+               "(keep it elsewhere: it proves later what the store held).",
+               metavar="FILE")] = None,
+           against: Annotated[Optional[Path], typer.Option(
+               "--against", help="Also check the store against a head exported with --anchor.",
+               metavar="FILE")] = None) -> None:
+    """Check the whole store: every stream's keyed hash chain, no event missing anywhere, every
+    stored text body, and the signed head anchor (so the newest events cannot be cut off)."""
+    from events.store import StoreError, anchor_json, load_anchor_text
     store = store or default_store()
-    reader = open_reader(store, address)
+    exported = None
+    if against is not None:
+        try:
+            exported = load_anchor_text(against.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            fail(f"cannot read the anchor {against}: {getattr(exc, 'strerror', None) or exc}")
+    if address and (incremental or anchor or against):
+        fail("--incremental, --anchor and --against work on the store file itself; "
+             "run them without --address when no cluster holds the store")
+    if address:
+        reader = open_reader(store, address)
+    else:
+        if not store.exists():
+            fail(f"no event store at {store} (run something first, or pass --store)")
+        from events.duckdb_store import DuckDBEventStore
+        from events.store import StoreLockedError
+        try:  # writable, to record the verify checkpoint; read-only if the file is not
+            reader = DuckDBEventStore(store)
+        except StoreLockedError as exc:
+            fail(str(exc))
+        except StoreError:
+            reader = open_reader(store, None)
     try:
-        results = reader.verify_all()
+        if address:
+            report = reader.verify_all()
+        else:
+            with _progress("verifying") as progress:
+                report = reader.verify_all(progress=progress, incremental=incremental,
+                                           against=exported)
+        if anchor is not None and report.ok:
+            head = reader.head_anchor()
+            tmp = anchor.with_name(f".{anchor.name}.tmp")
+            try:
+                tmp.write_text(anchor_json(head))
+                tmp.replace(anchor)
+            except OSError as exc:
+                fail(f"cannot write the anchor {anchor}: {exc.strerror or exc}")
+    except StoreError as exc:
+        fail(str(exc))
     finally:
         reader.close()
-    broken = [r for r in results if not r.ok]
     if as_json:
-        typer.echo(json.dumps({"ok": not broken, "streams": len(results) - 1,
-                               "events": results[-1].checked,
-                               "problems": [dataclasses.asdict(r) for r in broken]}, indent=2))
+        typer.echo(json.dumps(report.as_json() | {"anchor_exported": str(anchor) if anchor
+                                                  and report.ok else None}, indent=2))
     else:
-        for r in broken:
-            display.err.print(f"[red]{r.stream}[/]: {r.problem}", soft_wrap=True)
-        typer.echo(f"{len(results) - 1} streams, {results[-1].checked} events: "
-                   + ("intact" if not broken else f"{len(broken)} problem(s)"))
-    if broken:
+        from rich.text import Text
+        for p in report.problems:  # one line each; stored text is never read as markup
+            display.err.print(Text.assemble((p.stream, "red"), ": ", p.problem or ""),
+                              soft_wrap=True)
+        scope = f" after position {report.from_position}" if report.from_position else ""
+        typer.echo(f"{report.streams} streams, {report.events} events{scope}: "
+                   + ("intact" if report.ok else f"{len(report.problems)} problem(s)"))
+        if anchor is not None and report.ok:
+            typer.echo(f"signed head exported to {anchor}")
+    if not report.ok:
         raise typer.Exit(1)
+
