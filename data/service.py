@@ -6,7 +6,6 @@ requested range can never leak the future into a run."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput

@@ -6,9 +6,9 @@ Names are past-tense facts. Each class's ``type`` literal is its stored name; bu
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated, Any, ClassVar, Literal, Union
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field
 
 from events.config import Analyst, RunConfig
 from events.decisions import OutputMode, PortfolioDecision, ResearchPlan, TradeProposal
@@ -204,17 +204,5 @@ class ReflectionRecorded(DomainEvent):
     model: str
 
 
-Event = Annotated[Union[
-    RunRequested, RunResumed, RunDriven, RunCompleted, RunFailed, InstrumentResolved, MarketSnapshotTaken,
-    PastContextLoaded, TurnAssigned, LLMCallCompleted, LLMCallFailed, ToolCallCompleted,
-    ToolCapReached, AnalystReportSubmitted, DebateArgumentMade, InvestmentPlanIssued,
-    TradeProposed, RiskArgumentMade, PortfolioDecisionIssued, OutcomeResolved,
-    ReflectionRecorded,
-], Field(discriminator="type")]
-
-EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENT_TYPES: dict[str, type[DomainEvent]] = {
     cls.model_fields["type"].default: cls for cls in DomainEvent.__subclasses__()}
-
-#: Terminal event types and the run status each means.
-TERMINAL_STATUS: dict[str, str] = {"RunCompleted": "completed", "RunFailed": "failed"}

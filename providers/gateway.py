@@ -36,12 +36,11 @@ MAX_BACKOFF_S = 60.0
 
 class LLMGateway:
     def __init__(self, concurrency_per_provider: Mapping[str, int] | None = None,
-                 retry_base_s: float = 1.0, reasoning_effort: str | None = None) -> None:
+                 retry_base_s: float = 1.0) -> None:
         self._limits = {**DEFAULT_CONCURRENCY, **dict(concurrency_per_provider or {})}
         self._semaphores: dict[str, asyncio.Semaphore] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._retry_base_s = retry_base_s
-        self._reasoning_effort = reasoning_effort  # forwarded only where the table allows
         self._memory = litellm_client.ReasoningMemory()
         self._usage: dict[str, dict] = {}
         self._in_flight: dict[str, int] = {}
@@ -83,8 +82,7 @@ class LLMGateway:
         for number in range(1, max(0, request.max_retries) + 2):
             try:
                 async with self._slot(provider):
-                    raw = await litellm_client.call(request, caps, self._memory,
-                                                    self._reasoning_effort)
+                    raw = await litellm_client.call(request, caps, self._memory)
             except LLMError as err:
                 attempts.append(Attempt(number=number, error=str(err), status=err.status,
                                         waited_s=round(waited, 3)))

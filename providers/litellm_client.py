@@ -106,8 +106,7 @@ def plan_for(request: LLMRequest, caps: Capabilities) -> Plan:
 
 
 def build_kwargs(request: LLMRequest, caps: Capabilities, plan: Plan,
-                 memory: ReasoningMemory | None = None,
-                 reasoning_effort: str | None = None) -> dict[str, Any]:
+                 memory: ReasoningMemory | None = None) -> dict[str, Any]:
     hint = _freetext_hint(plan.schema) if plan.mode == "freetext" and plan.schema else None
     kwargs: dict[str, Any] = {
         "model": request.model, "messages": to_wire_messages(request, caps, memory, hint),
@@ -127,8 +126,6 @@ def build_kwargs(request: LLMRequest, caps: Capabilities, plan: Plan,
         kwargs["tools"] = tools
     if request.temperature is not None and caps.temperature:
         kwargs["temperature"] = request.temperature
-    if reasoning_effort and caps.reasoning != "none":
-        kwargs["reasoning_effort"] = reasoning_effort
     if caps.extra_body:
         kwargs["extra_body"] = dict(caps.extra_body)
     if request.base_url:
@@ -199,11 +196,11 @@ def _cost(response: Any) -> float:
         return 0.0
 
 
-async def call(request: LLMRequest, caps: Capabilities, memory: ReasoningMemory | None = None,
-               reasoning_effort: str | None = None) -> RawResult:
+async def call(request: LLMRequest, caps: Capabilities,
+               memory: ReasoningMemory | None = None) -> RawResult:
     """One try. Raises LLMError (kind set, message redacted) on any provider failure."""
     plan = plan_for(request, caps)
-    kwargs = build_kwargs(request, caps, plan, memory, reasoning_effort)
+    kwargs = build_kwargs(request, caps, plan, memory)
     litellm = _litellm()
     try:
         response = await asyncio.wait_for(litellm.acompletion(**kwargs),

@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..model import Fundamentals, InsiderTx, NewsItem, Period, Post
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 STATEMENT_KINDS = ("balance", "cashflow", "income")
 FREQS = ("annual", "quarterly")
