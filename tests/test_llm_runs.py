@@ -14,8 +14,10 @@ from fake_openai_server import FakeOpenAIServer, error, json_reply, text, tool_c
 from actors import prompts
 from events.duckdb_store import DuckDBEventStore
 from events.rating import Rating
+from events.roles import ROLES
 
 MODEL = "openai/test-model"
+DEEP_MODEL = "openai/test-deep-model"
 DATE = "2024-05-10"
 RATINGS = {r.value for r in Rating}
 DECIDERS = {"research_manager": "ResearchPlan", "trader": "TradeProposal",
@@ -98,7 +100,7 @@ def test_full_run_every_role_over_http(cli, server, ohlcv_dir, store_path, monke
     server.route(lambda b: role_of(b) == "market" and tool_turns(b) == 1,
                  tool_calls(("get_indicators", {"symbol": "NVDA", "indicator": "rsi",
                                                 "curr_date": DATE, "look_back_days": 30})))
-    result, rows = run_http(cli, server, store_path, ohlcv_dir)
+    result, rows = run_http(cli, server, store_path, ohlcv_dir, "--deep-model", DEEP_MODEL)
     assert result.exit_code == 0, result.output
     (row,) = rows
     assert row["status"] == "completed" and row["rating"] in RATINGS
@@ -109,22 +111,28 @@ def test_full_run_every_role_over_http(cli, server, ohlcv_dir, store_path, monke
     # one HTTP request per recorded call: nothing hidden, nothing repeated
     assert len(server.requests) == len(calls) == row["llm_calls"]
     assert all(p == "/v1/chat/completions" for p in server.paths)
-    assert {c.model for c in calls} == {MODEL} and {c.provider for c in calls} == {"openai"}
+    assert {c.model for c in calls} == {MODEL, DEEP_MODEL}
+    assert {c.provider for c in calls} == {"openai"}
     assert all(len(c.attempts) == 1 and c.attempts[0].status == 200 for c in calls)
     assert all(c.input_tokens > 0 and c.output_tokens > 0 for c in calls)
     assert len({(c.turn_id, c.call_index) for c in calls}) == len(calls)
     # the three deciders got schema-valid decisions through json_schema structured output
     for role, schema in DECIDERS.items():
         (call,) = [c for c in calls if c.role == role]
-        assert call.output_mode == "structured" and call.structured and call.tier in (
-            "quick", "deep")
+        assert call.output_mode == "structured" and call.structured
+        assert call.tier == ROLES[role].tier
         sent = next(b for b in server.requests if role_of(b) == role)
         assert sent["response_format"]["json_schema"]["name"] == schema
     assert {c.tier for c in calls if c.role in ("research_manager", "portfolio_manager")} == {
         "deep"}
     decision = payloads(events, "PortfolioDecisionIssued")[0]
     assert decision.output_mode == "structured" and decision.decision.rating.value == row["rating"]
-    assert sum(server.requests[i]["model"] == "test-model" for i in range(len(calls))) == len(calls)
+    # every call went to its tier's model: in the record and over the wire
+    for c in calls:
+        assert c.tier == ROLES[c.role].tier, c.role
+        assert c.model == (DEEP_MODEL if c.tier == "deep" else MODEL), c.role
+    assert Counter(body["model"] for body in server.requests) == Counter(
+        c.model.removeprefix("openai/") for c in calls)
     # the messages each event records are the messages that went over the wire
     def key(messages: list) -> tuple:
         return tuple((m["role"], m.get("content") or "", m.get("tool_call_id")) for m in messages)
