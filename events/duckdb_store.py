@@ -55,6 +55,11 @@ _INSERT_BODIES = ("INSERT OR IGNORE INTO bodies (id, text) "
                   "SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[])")
 
 
+#: what DuckDB raises when the file itself is damaged (truncated, overwritten, bad blocks)
+_DAMAGE = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
+           duckdb.FatalException)
+
+
 def _no_space(exc: BaseException) -> bool:
     text = str(exc).lower()
     return ("no space left" in text or "disk is full" in text
@@ -141,6 +146,14 @@ class DuckDBEventStore(EventStore):
                               f"truncated): {reason}")
         return StoreError(f"cannot open event store {self.path}: {reason}")
 
+    def _damaged(self, exc: BaseException) -> StoreError:
+        """A read failed below SQL: the file is damaged (or the disk is full)."""
+        if _no_space(exc):
+            return StoreError(f"no space left on device: {self.path}")
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return StoreError(f"{self.path} is not a valid ta-actors event store (corrupt or "
+                          f"truncated): {reason}")
+
     def _where(self) -> str:
         return str(self.path)
 
@@ -152,9 +165,8 @@ class DuckDBEventStore(EventStore):
         with self._lock:
             try:
                 return self._con.execute(sql, params).fetchall()
-            except (duckdb.SerializationException, duckdb.InternalException) as exc:
-                raise StoreError(f"{self.path} is not a valid ta-actors event store (corrupt "
-                                 f"or truncated): {str(exc).splitlines()[0]}") from None
+            except _DAMAGE as exc:
+                raise self._damaged(exc) from None
 
     def _rows(self, sql: str, params: list | tuple = ()) -> list[RawEvent]:
         """Rows built by column name, whatever the column order of the file."""
@@ -163,9 +175,8 @@ class DuckDBEventStore(EventStore):
                 cursor = self._con.execute(sql, params)
                 names = [d[0] for d in cursor.description]
                 values = cursor.fetchall()
-            except (duckdb.SerializationException, duckdb.InternalException) as exc:
-                raise StoreError(f"{self.path} is not a valid ta-actors event store (corrupt "
-                                 f"or truncated): {str(exc).splitlines()[0]}") from None
+            except _DAMAGE as exc:
+                raise self._damaged(exc) from None
         out = []
         for row in values:
             fields = dict(zip(names, row))
@@ -288,6 +299,6 @@ class DuckDBEventStore(EventStore):
 
     def _save_checkpoint(self, point: dict) -> None:
         with self._lock:
-            self._con.execute("INSERT INTO verify_checkpoints VALUES (?, ?, ?, ?)",
-                              [point["position"], point["hash"], point["verified_at"],
-                               point["signature"]])
+            self._query("INSERT INTO verify_checkpoints VALUES (?, ?, ?, ?)",
+                        [point["position"], point["hash"], point["verified_at"],
+                         point["signature"]])
