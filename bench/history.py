@@ -1,0 +1,260 @@
+"""History benchmark: what a run, `runs`, `memory show`, `stats` and `verify` cost when the
+store already holds thousands of runs.
+
+    python -m bench.history [--runs 100000] [--sizes 1000,10000] [--data-dir ../shared/data/ohlcv]
+
+1. A few real runs (the whole default team, offline model, real prices) are made through the
+   CLI, plus a second run of one ticker so that an outcome and a reflection are recorded.
+2. For each size, a store is built by copying those runs under new run ids, tickers and trade
+   dates (50 tickers, one trading day after another), with the store's own append in large
+   batches (so every hash chain is valid) and the read models kept as the store actor keeps
+   them (applied after each commit); four in five copied decisions get an outcome and a
+   reflection on the memory stream, one week after their trade date.
+3. Per size: the CLI commands as subprocesses (wall time, peak RSS of the process), the extra
+   time a new one-ticker run spends before its analysts start (RunRequested ->
+   PastContextLoaded, compared with the same run on an empty store), payload bytes per run,
+   and the store's CPU per copied run (append, hash, insert, read-model update, in process).
+
+The last line is one JSON object for the largest size.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXE = str(Path(sys.executable).parent / "ta-actors")
+TEMPLATE_TICKERS = ("AAPL", "NVDA", "MSFT")
+FIRST_DATE = dt.date(2024, 1, 5)
+N_TICKERS = 50
+BATCH_RUNS = 200
+
+
+def cli(*args: str, check: bool = True) -> tuple[float, float, str]:
+    """Run `ta-actors ARGS` in a fresh process: (seconds, peak RSS MiB, stdout)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        # RAY_ADDRESS=local: a `ray start` cluster left on this machine must not be joined
+        env = {"RAY_ADDRESS": "local"} | os.environ
+        proc = subprocess.Popen([EXE, *args], stdout=out, stderr=err, cwd=REPO, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - started
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        text = out.read().decode()
+        if check and proc.returncode != 0:
+            raise SystemExit(f"ta-actors {' '.join(args)} failed: {err.read().decode()[-800:]}")
+    return elapsed, usage.ru_maxrss / 1024, text
+
+
+def make_templates(data_dir: Path, work: Path) -> Path:
+    """Real runs: three tickers on one date, then the first ticker a week later (scoring it)."""
+    path = work / "templates.duckdb"
+    if path.exists():  # kept from an earlier call (--keep): reuse
+        return path
+    cli("run", *TEMPLATE_TICKERS, "--date", str(FIRST_DATE), "--data-dir", str(data_dir),
+        "--store", str(path), "--json")
+    cli("run", TEMPLATE_TICKERS[0], "--date", str(FIRST_DATE + dt.timedelta(days=7)),
+        "--data-dir", str(data_dir), "--store", str(path), "--json")
+    return path
+
+
+def load_templates(path: Path) -> tuple[list[list], list]:
+    """The template runs' events, and one resolution triple (outcome, call, reflection)."""
+    from events.duckdb_store import DuckDBEventStore
+    with DuckDBEventStore(path, read_only=True) as store:
+        runs = [store.read_stream(s.stream) for s in store.list_streams()
+                if s.stream != "memory"]
+        memory = store.read_stream("memory")
+    runs = [r for r in runs if r and r[0].type == "RunRequested" and r[-1].type == "RunCompleted"]
+    resolution = memory[:3]
+    assert [e.type for e in resolution] == ["OutcomeResolved", "LLMCallCompleted",
+                                            "ReflectionRecorded"], [e.type for e in memory]
+    return runs, resolution
+
+
+def trading_days(start: dt.date, n: int) -> list[dt.date]:
+    days, day = [], start
+    while len(days) < n:
+        if day.weekday() < 5:
+            days.append(day)
+        day += dt.timedelta(days=1)
+    return days
+
+
+def build(path: Path, n_runs: int, runs: list[list], resolution: list) -> dict:
+    """A store of ``n_runs`` copied runs (plus their resolutions), read models included."""
+    from events.duckdb_store import DuckDBEventStore
+    from events.envelope import NewEvent
+    from events.store import AppendRequest
+    from events.views import open_views
+    from projections.views import VIEWS
+    tickers = [f"T{i:03d}" for i in range(N_TICKERS - len(TEMPLATE_TICKERS))] + list(
+        TEMPLATE_TICKERS)
+    days = trading_days(FIRST_DATE - dt.timedelta(days=2 * n_runs // N_TICKERS + 30),
+                        n_runs // N_TICKERS + 1)
+    outcome, call, reflection = resolution
+    store = DuckDBEventStore(path)
+    views = open_views(store, VIEWS)
+    cpu = time.process_time()
+    wall = time.perf_counter()
+    requests: list = []
+    for i in range(n_runs):
+        template = runs[i % len(runs)]
+        run_id, ticker, day = f"h{i:06d}", tickers[i % N_TICKERS], days[i // N_TICKERS]
+        first = template[0].payload
+        copied = [NewEvent(first.model_copy(update={
+            "run_id": run_id, "config": first.config.model_copy(
+                update={"ticker": ticker, "trade_date": day})}), template[0].actor)]
+        copied += [NewEvent(e.payload, e.actor, e.causation_id) for e in template[1:]]
+        requests.append(AppendRequest(stream=run_id, events=copied))
+        # one in five synthetic decisions stays pending (as do the newest); the real tickers'
+        # are all resolved, so that the measured run does not score dozens of them first
+        if ticker in TEMPLATE_TICKERS or (i % 5 != 4 and day + dt.timedelta(days=7) < days[-1]):
+            key = {"run_id": run_id, "ticker": ticker, "trade_date": day}
+            requests.append(AppendRequest(stream="memory", events=[
+                NewEvent(outcome.payload.model_copy(update=key | {
+                    "resolved_on": day + dt.timedelta(days=7)}), outcome.actor),
+                NewEvent(call.payload, call.actor),
+                NewEvent(reflection.payload.model_copy(update=key), reflection.actor)]))
+        if len(requests) >= BATCH_RUNS or i == n_runs - 1:
+            results = store.append_batches(requests)
+            bad = [r for r in results if isinstance(r, Exception)]
+            if bad:
+                raise bad[0]
+            views.after_commit(store, [e for r in results for e in r])
+            requests = []
+            if (i + 1) % 2000 == 0:
+                print(f"  built {i + 1:,} runs", file=sys.stderr, flush=True)
+    info = {"cpu_ms_per_run": (time.process_time() - cpu) * 1000 / n_runs,
+            "build_s": time.perf_counter() - wall, "events": store.last_position(),
+            "rows": views.counts()}
+    views.close()
+    store.close()
+    return info
+
+
+def payload_bytes(path: Path) -> int:
+    """Stored payload text: the events' payload column plus any bodies table's text."""
+    import duckdb
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        total = con.execute("SELECT sum(strlen(payload)) FROM events").fetchone()[0] or 0
+        columns = con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'bodies' "
+            "AND data_type = 'VARCHAR' AND column_name <> 'id'").fetchall()
+        for (column,) in columns:
+            total += con.execute(f"SELECT sum(strlen({column})) FROM bodies").fetchone()[0] or 0
+        return int(total)
+    finally:
+        con.close()
+
+
+def context_seconds(path: Path, run_id: str) -> float:
+    """RunRequested -> PastContextLoaded of one run, from the recorded times."""
+    from events.duckdb_store import DuckDBEventStore
+    with DuckDBEventStore(path, read_only=True) as store:
+        events = store.read_stream(run_id)
+    at = {e.type: e.recorded_at for e in events}
+    return (at["PastContextLoaded"] - at["RunRequested"]).total_seconds()
+
+
+def new_run(path: Path, data_dir: Path) -> tuple[float, float]:
+    """(whole command seconds, seconds to the past context) of a one-ticker run."""
+    seconds, _, out = cli("run", "NVDA", "--date", "2024-05-10", "--data-dir", str(data_dir),
+                          "--store", str(path), "--json")
+    (row,) = json.loads(out)
+    return seconds, context_seconds(path, row["run_id"])
+
+
+def measure(path: Path, n_runs: int, data_dir: Path, empty_context: float) -> dict:
+    store = ["--store", str(path)]
+    runs_s, runs_mb, out = cli("runs", "--limit", "50", "--json", *store)
+    assert len(json.loads(out)) == 50
+    memory_s, memory_mb, out = cli("memory", "show", "--ticker", "NVDA", "--json", *store)
+    assert json.loads(out)
+    stats_s, stats_mb, out = cli("stats", "--by", "model", "--json", *store)
+    assert sum(r["calls"] for r in json.loads(out)) > n_runs
+    verify_s, verify_mb, out = cli("verify", "--json", *store, check=False)
+    try:
+        if not json.loads(out)["ok"]:
+            print(f"verify found problems: {out[:500]}", file=sys.stderr)
+    except ValueError:
+        print("verify failed to run: its figures are not meaningful", file=sys.stderr)
+        verify_s = verify_mb = float("nan")
+    bytes_per_run = payload_bytes(path) / n_runs
+    run_s, context_s = new_run(path, data_dir)
+    return {"runs_in_store": n_runs, "run_s": run_s, "context_s": context_s,
+            "run_start_overhead_s": max(0.0, context_s - empty_context),
+            "runs_list_s": runs_s, "runs_list_rss_mb": runs_mb,
+            "memory_show_s": memory_s, "memory_show_rss_mb": memory_mb,
+            "stats_s": stats_s, "stats_rss_mb": stats_mb,
+            "verify_s": verify_s, "verify_rss_mb": verify_mb,
+            "bytes_per_run": round(bytes_per_run)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10_000, help="largest store size")
+    parser.add_argument("--sizes", default=None,
+                        help="comma-separated sizes (default 1000 and --runs)")
+    parser.add_argument("--data-dir", type=Path, default=REPO.parent / "shared" / "data" / "ohlcv")
+    parser.add_argument("--keep", type=Path, default=None, help="keep the stores in this folder")
+    args = parser.parse_args()
+    sizes = ([int(s) for s in args.sizes.split(",")] if args.sizes
+             else sorted({min(1000, args.runs), args.runs}))
+    work = Path(tempfile.mkdtemp(prefix="bench-history-")) if args.keep is None else args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        print("making template runs (real team, offline model, real prices) ...",
+              file=sys.stderr, flush=True)
+        runs, resolution = load_templates(make_templates(args.data_dir, work))
+        (work / "empty.duckdb").unlink(missing_ok=True)
+        empty_run_s, empty_context = new_run(work / "empty.duckdb", args.data_dir)
+        print(f"empty store: run {empty_run_s:.1f} s, past context after {empty_context:.2f} s",
+              file=sys.stderr)
+        results = []
+        for n in sizes:
+            path = work / f"history-{n}.duckdb"
+            path.unlink(missing_ok=True)
+            print(f"building {n:,} runs ...", file=sys.stderr, flush=True)
+            info = build(path, n, runs, resolution)
+            print(f"  {info['events']:,} events in {info['build_s']:.0f} s; rows "
+                  f"{info['rows']}", file=sys.stderr)
+            row = measure(path, n, args.data_dir, empty_context)
+            row["store_cpu_ms_per_run"] = round(info["cpu_ms_per_run"], 1)
+            row["events"] = info["events"]
+            results.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+        header = ("runs", "run start +s", "runs --limit 50", "memory show", "stats (s / MB)",
+                  "verify (s / MB)", "bytes/run", "store CPU ms/run")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for r in results:
+            print(f"| {r['runs_in_store']:,} | {r['run_start_overhead_s']:.2f} | "
+                  f"{r['runs_list_s']:.2f} s | {r['memory_show_s']:.2f} s | "
+                  f"{r['stats_s']:.2f} / {r['stats_rss_mb']:.0f} | "
+                  f"{r['verify_s']:.1f} / {r['verify_rss_mb']:.0f} | {r['bytes_per_run']:,} | "
+                  f"{r['store_cpu_ms_per_run']} |")
+        keys = ("runs_in_store", "run_start_overhead_s", "runs_list_s", "memory_show_s",
+                "stats_s", "stats_rss_mb", "verify_s", "verify_rss_mb", "bytes_per_run",
+                "store_cpu_ms_per_run")
+        last = results[-1]
+        print(json.dumps({k: round(last[k], 3) if isinstance(last[k], float) else last[k]
+                          for k in keys}))
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
