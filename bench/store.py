@@ -9,7 +9,8 @@ Measures, on a DuckDB file in a temporary folder (deleted afterwards unless --ke
   events, interleaved as when many runs write at once (``--layout contiguous``: one by one);
 * reading one 100-event stream out of the big store and folding it into a run state
   (``projections.run_state.project`` when it is importable, else a local fold), median of
-  several random streams after a reopen.
+  several random streams after a reopen;
+* ``verify_all`` of the big store (one chunked pass): time and peak RSS of this process.
 Payloads are realistic: RunRequested, then TurnAssigned / LLMCallCompleted (~2 KB of text) /
 DebateArgumentMade. The last line printed is one JSON object with every figure.
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import random
+import resource
 import shutil
 import statistics
 import tempfile
@@ -40,6 +43,7 @@ WORDS = ("revenue margin guidance datacenter demand supply valuation multiple mo
          "macd support resistance breakout earnings capex inventory hyperscaler export risk "
          "catalyst downside upside consensus estimate revision volatility drawdown").split()
 CONFIG = RunConfig(ticker="NVDA", trade_date=dt.date(2024, 5, 10))
+KEY = os.urandom(32)  # a throwaway chain key: the benchmark never touches the user's key file
 
 
 def _texts(rng: random.Random, count: int, size: int) -> list[str]:
@@ -97,7 +101,7 @@ def bench_appends(path: Path, payloads: Payloads, single: int, batched: int
                   ) -> dict[str, float]:
     """Events per second for one event per append, and batches of 100 and 1,000."""
     out = {}
-    with DuckDBEventStore(path) as store:
+    with DuckDBEventStore(path, chain_key=KEY) as store:
         start = time.perf_counter()
         for seq in range(1, single + 1):
             store.append("single", [payloads.event("single", seq)])
@@ -123,7 +127,7 @@ def build_big_store(path: Path, payloads: Payloads, events: int, interleaved: bo
     names = [f"run-{i:06d}" for i in range(streams)]
     per_group, chunk = (100, 10) if interleaved else (10, STREAM_LEN)
     start, report = time.perf_counter(), time.perf_counter()
-    with DuckDBEventStore(path) as store:
+    with DuckDBEventStore(path, chain_key=KEY) as store:
         for first_seq in range(1, STREAM_LEN + 1, chunk):
             for first in range(0, streams, per_group):
                 requests = [AppendRequest(s, payloads.batch(s, first_seq, chunk))
@@ -144,7 +148,7 @@ def bench_reads(path: Path, streams: int, samples: int, seed: int = 11) -> dict[
     rng = random.Random(seed)
     chosen = [f"run-{rng.randrange(streams):06d}" for _ in range(samples)]
     read_ms, fold_ms, total_ms = [], [], []
-    with DuckDBEventStore(path, read_only=True) as store:
+    with DuckDBEventStore(path, read_only=True, chain_key=KEY) as store:
         start = time.perf_counter()
         first = store.read_stream(chosen[0])
         cold_ms = (time.perf_counter() - start) * 1000
@@ -164,6 +168,17 @@ def bench_reads(path: Path, streams: int, samples: int, seed: int = 11) -> dict[
             "read_only_ms": statistics.median(read_ms), "fold_ms": statistics.median(fold_ms),
             "first_read_ms": cold_ms, "fold": fold_name, "store_events": store_events,
             "read_samples": samples}
+
+
+def bench_verify(path: Path) -> dict[str, float]:
+    """One full verify of the big store, read-only (no checkpoint written)."""
+    with DuckDBEventStore(path, read_only=True, chain_key=KEY) as store:
+        start = time.perf_counter()
+        report = store.verify_all()
+        seconds = time.perf_counter() - start
+    assert report.ok, report.problems
+    return {"verify_s": seconds, "verify_eps": report.events / seconds,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
@@ -204,6 +219,10 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
               f"(read {result['read_only_ms']:.2f} ms, fold {result['fold_ms']:.2f} ms, "
               f"worst {result['read_stream_max_ms']:.2f} ms, first {result['first_read_ms']:.2f}"
               f" ms) out of {result['store_events']:,} events; fold = {result['fold']}")
+        result.update(bench_verify(big))
+        print(f"{'verify_all':>24}: {result['verify_eps']:>10,.0f} events/s "
+              f"({result['verify_s']:.1f} s; peak RSS of this process so far "
+              f"{result['peak_rss_mb']:.0f} MB)", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)

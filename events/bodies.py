@@ -25,11 +25,16 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from typing import Any
 
 SPLIT_OVER = 200
 BODY_MIN = 64
 MARK = "$text"
+#: a run of SPLIT_OVER characters without a quote: the only texts worth walking (JSON outside
+#: strings has no such runs except long number arrays; a long string full of escaped quotes
+#: may be missed, which only leaves it inline)
+_MAYBE_LONG = re.compile(r'[^"]{%d,}' % SPLIT_OVER)
 
 
 class MissingBodyError(ValueError):
@@ -43,8 +48,9 @@ def body_id(text: str) -> str:
 
 def lean(payload_json: str) -> tuple[str, dict[str, str]]:
     """The stored form of a payload's JSON and the bodies it refers to (id -> text)."""
-    if len(payload_json) <= SPLIT_OVER and '"$' not in payload_json:
-        return payload_json, {}  # no string can be long, no key can start with "$"
+    if '"$' not in payload_json and (len(payload_json) <= SPLIT_OVER
+                                     or not _MAYBE_LONG.search(payload_json)):
+        return payload_json, {}  # no string is long, no key starts with "$"
     bodies: dict[str, str] = {}
     changed = [False]
     out = _lean(json.loads(payload_json), bodies, changed)

@@ -234,11 +234,7 @@ class EventStore(ABC):
                     pending[(req.stream, req.idempotency_key)] = planned
                 results.append(planned)
             if rows:
-                # a failed request may have left bodies only it referred to: store only those
-                # the written rows use
-                used = set().union(*(lean_bodies.refs_of(r.payload_json) for r in rows)) \
-                    if new_bodies else set()
-                to_store = {b: t for b, t in new_bodies.items() if b in used}
+                to_store = new_bodies  # only accepted requests added theirs (end of _plan)
                 meta = {"chain_key_id": new_key_id} if new_key_id else {}
                 try:
                     count = self._count_cached()
