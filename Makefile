@@ -1,4 +1,5 @@
-# Two entry points for a fresh clone: `make demo` and `make test`.
+# Entry points for a fresh clone: `make demo`, `make test` (linters, then every test) and
+# `make test-fast` (linters, then the pure tests: no Ray, no network server).
 # Both create .venv with a Python >= 3.12 (found by .ci/find-python) when it is missing.
 VENV := .venv
 BIN := $(VENV)/bin
@@ -6,7 +7,7 @@ STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export RAY_USAGE_STATS_ENABLED := 0
 
-.PHONY: demo test bench clean venv
+.PHONY: demo test test-fast lint bench clean venv
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
@@ -18,8 +19,15 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/ta-actors run NVDA --date 2024-05-10 --offline --vendor synthetic --store $(CURDIR)/.ta-actors/demo.duckdb
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -q
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not ray and not server"
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.store

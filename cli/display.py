@@ -38,6 +38,8 @@ def _row(table: Table, *cells: object) -> None:
 
 def total_turns(s: RunState) -> int:
     c = s.config
+    if c is None:
+        return 0
     return len(c.analysts) + 2 * c.debate_rounds + 2 + 3 * c.risk_rounds + 1
 
 

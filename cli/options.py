@@ -5,12 +5,19 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError, create_model
 
-from events.config import (ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput, RunConfig,
-                           validate_ticker, validate_trade_date)
+from events.config import (
+    ANALYSTS,
+    DEFAULT_VENDORS,
+    VENDOR_CATEGORIES,
+    InvalidInput,
+    RunConfig,
+    validate_ticker,
+    validate_trade_date,
+)
 from events.settings import setting
 
 #: Which vendors can serve each data category (what --vendors accepts).
@@ -83,7 +90,7 @@ def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
         raise InvalidInput(f"unknown vendor {vendor!r}; choose from {', '.join(VENDORS)}")
     if vendor == "local" and not data_dir:
         raise InvalidInput("--vendor local needs --data-dir DIR (a folder of SYMBOL.csv files)")
-    chains = {category: (vendor,) for category in DEFAULT_VENDORS}
+    chains: dict[str, tuple[str, ...]] = {category: (vendor,) for category in DEFAULT_VENDORS}
     if vendor in ("yfinance", "alpha_vantage"):
         chains["social"] = DEFAULT_VENDORS["social"]
     elif vendor == "local":
@@ -179,17 +186,17 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
         raise _config_error(exc) from None
 
 
-_BUDGETS: dict[str, Any] = {
-    name: TypeAdapter(Annotated[RunConfig.model_fields[name].annotation,
-                                *RunConfig.model_fields[name].metadata])
-    for name in ("token_budget", "cost_budget_usd")}
+#: The budget fields of RunConfig alone, with RunConfig's own constraints.
+_Budgets: Any = create_model("Budgets", **{  # type: ignore[call-overload]
+    name: (RunConfig.model_fields[name].annotation, RunConfig.model_fields[name])
+    for name in ("token_budget", "cost_budget_usd")})
 
 
 def check_budgets(token_budget: int | None, cost_budget: float | None) -> None:
     """The budgets a resume may set, checked exactly as RunConfig checks them."""
     for name, value in (("token_budget", token_budget), ("cost_budget_usd", cost_budget)):
         try:
-            _BUDGETS[name].validate_python(value)
+            _Budgets(**{name: value})
         except ValidationError as exc:
             message = str(exc.errors()[0]["msg"])
             raise InvalidInput(f"{FLAGS[name]} {value}: {message}") from None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import structlog
+from pydantic import BaseModel
 
 from .frames import between, normalize_bars
 from .model import Fundamentals, InsiderTx, NewsItem, NoData, NotConfigured, Period
@@ -23,7 +24,7 @@ log = structlog.get_logger(__name__)
 _TTL = dt.timedelta(days=1)
 _DDL = """CREATE TABLE IF NOT EXISTS entries (vendor VARCHAR, kind VARCHAR, key VARCHAR,
   start_day DATE, end_day DATE, fetched_at TIMESTAMP, n INTEGER, payload VARCHAR)"""
-_RECORDS = {"news": NewsItem, "global_news": NewsItem, "statement": Period, "insider": InsiderTx}
+_RECORDS: dict[str, type[BaseModel]] = {"news": NewsItem, "global_news": NewsItem, "statement": Period, "insider": InsiderTx}
 
 
 class Cache:

@@ -61,7 +61,7 @@ class MarketData:
             return SyntheticVendor()
         if name == "yfinance":
             from .vendors.yfinance_vendor import YFinanceVendor
-            vendor = YFinanceVendor(session=self.session, retry_delays=self.retry_delays)
+            vendor: Any = YFinanceVendor(session=self.session, retry_delays=self.retry_delays)
             if vendor.replay is not None:
                 return vendor  # replayed answers are local already: keep them out of the cache
         elif name == "alpha_vantage":
@@ -169,7 +169,7 @@ class MarketData:
         answer = self.bars(symbol, snap.history_start(trade_date), trade_date, tool=tool)
         if not answer.found:
             return None
-        return snap.build(symbol, trade_date, answer.value, answer.vendor, n_closes)
+        return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes)
 
     def identity(self, ticker: str) -> Instrument:
         ticker = str(ticker or "").strip().upper()
@@ -192,10 +192,11 @@ class MarketData:
             return Instrument(ticker=ticker, symbol=symbol, available=False,
                               note=f"no vendor knew {ticker!r} (tried as {symbol!r}): "
                                    + "; ".join(answer.reasons))
-        fields = {k: answer.value.get(k) for k in
-                  ("name", "sector", "industry", "exchange", "currency")}
-        return Instrument(ticker=ticker, symbol=symbol, vendor=answer.vendor,
-                          **{k: (str(v) if v is not None else None) for k, v in fields.items()})
+        fields: dict[str, Any] = {
+            k: (str(v) if v is not None else None) for k, v in (
+                (k, answer.value.get(k))
+                for k in ("name", "sector", "industry", "exchange", "currency"))}
+        return Instrument(ticker=ticker, symbol=symbol, vendor=answer.vendor, **fields)
 
     def closes(self, symbol: str, start: dt.date, end: dt.date) -> list[tuple[dt.date, float]]:
         answer = self.bars(to_yahoo(symbol), start, end)

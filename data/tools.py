@@ -42,7 +42,8 @@ class _Args:
     """Argument access that turns every problem into InvalidInput with a usable message."""
 
     def __init__(self, name: str, raw: dict, trade_date: dt.date):
-        self.name, self.raw, self.trade_date, self.notes = name, raw or {}, trade_date, []
+        self.name, self.raw, self.trade_date = name, raw or {}, trade_date
+        self.notes: list[str] = []
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.raw.get(key, default)

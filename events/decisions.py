@@ -23,6 +23,14 @@ OptionalText = Annotated[str | None, BeforeValidator(_nullish_to_none)]
 class _Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
+    def render(self) -> str:
+        """Markdown of the decision; every schema has its own."""
+        raise NotImplementedError
+
+
+#: The base of every decision schema.
+Decision = _Decision
+
 
 class ResearchPlan(_Decision):
     recommendation: Rating

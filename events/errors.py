@@ -25,9 +25,10 @@ def one_line(error: BaseException | str, limit: int = 300) -> str:
     A traceback or a pydantic report is thus one line, never dozens."""
     if isinstance(error, BaseException):
         seen: set[int] = set()
-        while isinstance(getattr(error, "cause", None), BaseException) and id(error) not in seen:
+        cause = getattr(error, "cause", None)
+        while isinstance(cause, BaseException) and id(error) not in seen:
             seen.add(id(error))
-            error = error.cause  # type: ignore[attr-defined]
+            error, cause = cause, getattr(cause, "cause", None)
         text, name = str(error), type(error).__name__
     else:
         text, name = str(error), ""

@@ -15,9 +15,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from events.decisions import OutputMode
 from events.records import ToolCall
 from providers import structured as st
-from providers.base import LLMError, LLMRequest, one_line, provider_of
+from providers.base import ErrorKind, LLMError, LLMRequest, one_line, provider_of
 from providers.capabilities import Capabilities
 from providers.keys import KEY_ENV, LOCAL_PLACEHOLDER_KEY, describe, key_present, needs_key
 
@@ -90,7 +91,7 @@ def _freetext_hint(schema: str) -> str:
 @dataclass
 class Plan:
     """How this call asks for structure: "structured" (json_schema), "tool" or "freetext"."""
-    mode: str
+    mode: OutputMode
     schema: str | None
 
 
@@ -115,9 +116,9 @@ def build_kwargs(request: LLMRequest, caps: Capabilities, plan: Plan,
     tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                "parameters": t.parameters}}
              for t in request.tools] if caps.tools else []
-    if plan.mode == "structured":
+    if plan.mode == "structured" and plan.schema:
         kwargs["response_format"] = st.response_format(plan.schema)
-    elif plan.mode == "tool":
+    elif plan.mode == "tool" and plan.schema:
         tools.append(st.schema_tool(plan.schema))
         if caps.tool_choice:
             kwargs["tool_choice"] = {"type": "function",
@@ -141,7 +142,7 @@ class RawResult:
     text: str
     tool_calls: list[ToolCall]
     structured: dict | None
-    output_mode: str
+    output_mode: OutputMode
     input_tokens: int
     output_tokens: int
     cost_usd: float
@@ -163,7 +164,8 @@ def interpret(response: Any, plan: Plan, memory: ReasoningMemory | None = None) 
              for i, c in enumerate(message.tool_calls or [])]
     if memory is not None and calls:
         memory.remember(calls, getattr(message, "reasoning_content", None))
-    decision, mode = None, "freetext"
+    decision: dict | None = None
+    mode: OutputMode = "freetext"
     if plan.schema:
         if plan.mode == "structured":
             decision = st.validate(plan.schema, text)
@@ -227,6 +229,7 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     status = getattr(exc, "status_code", None)
     status = status if isinstance(status, int) else None
     detail = _ERROR_PREFIX.sub("", str(exc).replace("litellm.", "")).strip()
+    kind: ErrorKind
     if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
         kind, status = "timeout", (status if status and status != 408 else None)
         detail = f"no reply within {request.timeout_s:g} s"

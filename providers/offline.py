@@ -35,13 +35,18 @@ import math
 import re
 import time
 
-from events.decisions import DECISION_SCHEMAS, PortfolioDecision, ResearchPlan, TradeProposal
+from events.decisions import (
+    DECISION_SCHEMAS,
+    Decision,
+    PortfolioDecision,
+    ResearchPlan,
+    TradeProposal,
+)
 from events.rating import Rating, TraderAction, parse_action, parse_rating, rating_to_action
 from events.records import Attempt, ToolCall, ToolSpec
 from providers.base import LLMError, LLMReply, LLMRequest
 from providers.offline_facts import RULE_TEXT, Facts, figure_lines, rating_for, read_facts
-from providers.offline_text import ANALYST_TITLES, LABEL, SPEAKERS, analyst_report, \
-    debate_argument
+from providers.offline_text import ANALYST_TITLES, LABEL, SPEAKERS, analyst_report, debate_argument
 
 INDICATORS = ("close_50_sma", "close_200_sma", "rsi", "macd", "macdh", "boll_ub", "boll_lb",
               "atr")
@@ -161,7 +166,7 @@ def decide(schema: str, facts: Facts) -> dict:
                  Rating.HOLD: "Keep current exposure; wait for the figures to agree.",
                  Rating.UNDERWEIGHT: "Trim exposure; avoid adding until momentum turns.",
                  Rating.SELL: "Exit the position; re-evaluate after a trend change."}[rating]
-        obj = ResearchPlan(recommendation=rating, rationale=basis, strategic_actions=steps)
+        obj: Decision = ResearchPlan(recommendation=rating, rationale=basis, strategic_actions=steps)
     elif schema == "TradeProposal":
         action = rating_to_action(rating)
         stop = None

@@ -33,20 +33,23 @@ def _call_label(tool: ToolOutcome) -> str:
 def _observations(facts: Facts) -> list[str]:
     """Plain readings of the snapshot figures (only those present)."""
     f, out = facts, []
-    if f.raw("close") and f.raw("close_50_sma"):
-        side = "above" if f.value("close") > f.value("close_50_sma") else "at or below"
+    close, sma50, sma200 = f.value("close"), f.value("close_50_sma"), f.value("close_200_sma")
+    rsi, macdh = f.value("rsi"), f.value("macdh")
+    if f.raw("close") and f.raw("close_50_sma") and close is not None and sma50 is not None:
+        side = "above" if close > sma50 else "at or below"
         out.append(f"The last close {f.raw('close')} is {side} the 50-day SMA "
                    f"{f.raw('close_50_sma')}.")
-    if f.raw("close_50_sma") and f.raw("close_200_sma"):
-        side = "above" if f.value("close_50_sma") > f.value("close_200_sma") else "at or below"
+    if f.raw("close_50_sma") and f.raw("close_200_sma") and sma50 is not None \
+            and sma200 is not None:
+        side = "above" if sma50 > sma200 else "at or below"
         out.append(f"The 50-day SMA {f.raw('close_50_sma')} is {side} the 200-day SMA "
                    f"{f.raw('close_200_sma')}.")
-    if f.raw("rsi"):
-        zone = ("overbought" if f.value("rsi") > 70 else "oversold" if f.value("rsi") < 30
+    if f.raw("rsi") and rsi is not None:
+        zone = ("overbought" if rsi > 70 else "oversold" if rsi < 30
                 else "neither overbought nor oversold")
         out.append(f"RSI is {f.raw('rsi')}, {zone}.")
-    if f.raw("macdh"):
-        sign = "positive (momentum improving)" if f.value("macdh") > 0 else \
+    if f.raw("macdh") and macdh is not None:
+        sign = "positive (momentum improving)" if macdh > 0 else \
             "zero or negative (momentum fading)"
         out.append(f"The MACD histogram is {f.raw('macdh')}, {sign}.")
     if f.raw("atr"):

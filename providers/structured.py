@@ -14,14 +14,14 @@ import re
 from enum import Enum
 from typing import Any, get_args
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from events.decisions import DECISION_SCHEMAS
+from events.decisions import DECISION_SCHEMAS, Decision
 from events.rating import Rating, TraderAction, parse_action, parse_rating
 from providers.base import LLMError
 
 
-def schema_class(name: str) -> type[BaseModel]:
+def schema_class(name: str) -> type[Decision]:
     try:
         return DECISION_SCHEMAS[name]
     except KeyError:

@@ -65,3 +65,34 @@ def cli(ray_team):
     def invoke(*args: str):
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
     return invoke
+
+
+# --- markers: `make test-fast` runs what needs neither Ray nor a network server -------------
+#: Fixtures (anywhere in a test's fixture closure) that start Ray or a server.
+RAY_FIXTURES = frozenset({"ray_team"})
+SERVER_FIXTURES = frozenset({"server", "fake_openai"})
+#: Modules whose tests start Ray themselves (a head process, a simulated cluster) say so in
+#: their source with one of these.
+RAY_SIGNS = ("--head", "cluster_utils", "fault_harness", "ray.init(", "runtime.start(")
+
+
+def _starts_ray(module) -> bool:
+    try:
+        source = Path(module.__file__).read_text(encoding="utf-8")
+    except (AttributeError, TypeError, OSError):
+        return False
+    return any(sign in source for sign in RAY_SIGNS)
+
+
+def pytest_collection_modifyitems(config, items):
+    modules: dict[str, bool] = {}
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        module = getattr(item, "module", None)
+        key = getattr(module, "__name__", "")
+        if key not in modules:
+            modules[key] = _starts_ray(module)
+        if names & RAY_FIXTURES or modules[key] or item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.ray)
+        if names & SERVER_FIXTURES:
+            item.add_marker(pytest.mark.server)

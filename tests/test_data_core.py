@@ -145,9 +145,9 @@ def test_bad_calls_are_error_results_not_exceptions(ohlcv_dir):
 
 
 def test_one_record_per_tool():
-    from events.config import DEFAULT_VENDORS
     from data.tools import TOOLS
-    assert TOOL_SPECS == {name: tool.spec for name, tool in TOOLS.items()}
+    from events.config import DEFAULT_VENDORS
+    assert {name: tool.spec for name, tool in TOOLS.items()} == TOOL_SPECS
     for name, tool in TOOLS.items():
         assert tool.name == name and callable(tool.handler)
         assert tool.category in DEFAULT_VENDORS, name

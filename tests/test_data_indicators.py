@@ -62,7 +62,7 @@ def test_known_values_on_the_trade_date(nvda):
     assert compute("close_50_sma", window).iloc[-1] == pytest.approx(
         nvda["Close"].loc[:str(D)].iloc[-50:].mean())
     rsi = compute("rsi", window)
-    assert 0 < rsi.iloc[-1000:].min() and rsi.max() < 100
+    assert rsi.iloc[-1000:].min() > 0 and rsi.max() < 100
     assert np.isnan(compute("close_200_sma", window.iloc[:150]).iloc[-1])
 
 

@@ -14,8 +14,8 @@ from events.records import Message, ToolSpec
 from providers import litellm_client
 from providers.base import LLMError, LLMRequest
 from providers.capabilities import Capabilities
-from providers.gateway import LLMGateway
 from providers.credentials import MissingKeyError
+from providers.gateway import LLMGateway
 
 KEY = "sk-test-dummy-0123456789abcdef"
 MODEL = "openai/test-model"

@@ -151,7 +151,7 @@ class ArchiveAdapter(BaseAdapter):
             "code": "Not Found",
             "description": f"not recorded in the Yahoo archive {self.archive.folder}"}}}).encode()
 
-    def send(self, request: Any, **kwargs: Any) -> Any:
+    def send(self, request: Any, **kwargs: Any) -> Any:  # type: ignore[override]
         from requests.models import Response
         status, body, headers = self.answer(request.url)
         self.calls.append((request.url, status))

@@ -59,7 +59,8 @@ class YFinanceVendor(Vendor):
                 return fn()
             except YFRateLimitError:
                 if attempt == len(self.retry_delays):
-                    raise RateLimited(f"Yahoo rate limit on {what} after {attempt + 1} tries")
+                    raise RateLimited(
+                        f"Yahoo rate limit on {what} after {attempt + 1} tries") from None
                 time.sleep(self.retry_delays[attempt])
             except YFTickerMissingError as exc:
                 raise NoData(f"{what}: {exc}") from exc
@@ -106,8 +107,11 @@ class YFinanceVendor(Vendor):
             raise NoData(f"no {freq} {kind} statement for {symbol}")
         periods = []
         for col in frame.columns:
+            end = as_date(col)
+            if end is None:  # a column without a period end says nothing datable
+                continue
             values = {str(k): (None if v != v else float(v)) for k, v in frame[col].items()}
-            periods.append(Period(period_end=as_date(col), values=values))
+            periods.append(Period(period_end=end, values=values))
         return periods
 
     def insider(self, symbol: str) -> list[InsiderTx]:
