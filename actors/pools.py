@@ -9,7 +9,7 @@
 * ``market-data-i``: the data pool, one beside each worker, each with its own cache file.
 
 Pools follow the cluster: one worker and one market-data replica per alive node with CPUs
-(or ``workers`` of each), grown when nodes join; a replica whose node leaves is restarted on
+(or ``workers`` of each), grown when nodes join; a replica whose node leaves is created again on
 another. Every actor restarts after a crash (``max_restarts=-1``); callers re-resolve by name.
 """
 from __future__ import annotations
@@ -53,6 +53,9 @@ def lookup(name: str) -> Any | None:
 
 
 def _affinity(node_id: str | None, soft: bool) -> dict[str, Any]:
+    # Hard affinity: Ray ignores soft affinity for zero-CPU actors. A replica restarts on
+    # its node after a crash; when the node itself leaves, the replica is gone with it, its
+    # name is free again, and the next caller creates it on a live node (``ensure_*``).
     if node_id is None:
         return {}
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -60,7 +63,7 @@ def _affinity(node_id: str | None, soft: bool) -> dict[str, Any]:
 
 
 def create(cls: Any, name: str, *args: Any, node_id: str | None = None,
-           soft: bool = True) -> Any:
+           soft: bool = False) -> Any:
     """The named actor, created if missing (detached: it outlives the command that made it,
     so later commands and other drivers find it; a local Ray ends with its CLI anyway)."""
     options: dict[str, Any] = dict(name=name, namespace=NAMESPACE, get_if_exists=True,
@@ -87,16 +90,22 @@ def ensure_gateway() -> Any:
     return lookup(GATEWAY) or create(LLMGatewayActor, GATEWAY)
 
 
+def _node_for(i: int) -> str | None:
+    nodes = alive_nodes()
+    return nodes[i % len(nodes)] if nodes else None
+
+
 def ensure_market(i: int, node_id: str | None = None) -> Any:
     from actors.services import MarketDataActor
     return lookup(market_name(i)) or create(MarketDataActor, market_name(i),
-                                            default_cache_path(i), node_id=node_id)
+                                            default_cache_path(i),
+                                            node_id=node_id or _node_for(i))
 
 
 def ensure_worker(i: int, node_id: str | None = None) -> Any:
     from actors.worker import Worker
     return lookup(worker_name(i)) or create(Worker, worker_name(i), worker_name(i), i,
-                                            node_id=node_id)
+                                            node_id=node_id or _node_for(i))
 
 
 def ensure_store() -> Any:

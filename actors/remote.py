@@ -24,8 +24,9 @@ from events.envelope import NewEvent, StoredEvent
 log = structlog.get_logger("actors.remote")
 
 #: Failures of the system, not answers of the actor: retried once the actor is back.
-TRANSIENT = (rex.RayActorError, rex.WorkerCrashedError, rex.ObjectLostError,
-             rex.OwnerDiedError, rex.NodeDiedError, rex.LocalRayletDiedError)
+TRANSIENT = (rex.RayActorError, rex.ActorUnschedulableError, rex.WorkerCrashedError,
+             rex.ObjectLostError, rex.OwnerDiedError, rex.NodeDiedError,
+             rex.LocalRayletDiedError)
 PATIENCE_S = 90.0
 
 
