@@ -229,7 +229,7 @@ def _say_who_drives(session: Any, run_id: str, follow: bool) -> None:
     if state.driver and not state.finished and session.owner_alive(state.driver, run_id):
         action = "following it to its end" if follow else "not touching it (--no-follow)"
         display.err.print(f"run {run_id} is being driven by {state.driver}; {action}",
-                          markup=False, emoji=False)
+                          markup=False, emoji=False, soft_wrap=True)
 
 
 class _Progress:

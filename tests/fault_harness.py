@@ -189,7 +189,7 @@ def two_resumes(cluster: Cluster, folder: Path) -> dict:
                  "--json")
         outs = [p.communicate(timeout=180) for p in (a, b)]
         return {**_facts(session, run_id), "rcs": sorted([a.returncode, b.returncode]),
-                "stderr": [err.strip().splitlines()[-1:] for _, err in outs]}
+                "stderr": [err.strip().splitlines()[-3:] for _, err in outs]}
 
 
 SCENARIOS = ("placement", "worker_killed", "store_killed", "two_resumes", "driver_killed",
