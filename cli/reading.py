@@ -13,7 +13,7 @@ import typer
 
 from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import default_store
+from cli.options import check_out_dir, default_store
 from cli.running import write_files
 from cli.stores import load_run, open_reader, read_run
 
@@ -47,6 +47,7 @@ def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
            out: Annotated[Optional[Path], typer.Option(help="Folder (default ./reports/RUN_ID).")] = None,
            store: StoreOpt = None, address: AddressOpt = None) -> None:
     """Write the run's reports as markdown: one file per role by stage, plus the complete one."""
+    check_out_dir(out)
     store = store or default_store()
     from projections.reports import render_reports
     from projections.run_state import project
