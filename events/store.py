@@ -38,8 +38,16 @@ from events import bodies as lean_bodies
 from events.chain import ChainKeyError, key_id, load_chain_key, sign, signature_ok
 from events.codec import EventDecodeError, decode, encode
 from events.domain import DomainEvent
-from events.envelope import (CHAIN_VERSION, GENESIS_HASH, NewEvent, RawEvent, StoredEvent,
-                             canonical_json, derived_event_id, keyed_chain_hash)
+from events.envelope import (
+    CHAIN_VERSION,
+    GENESIS_HASH,
+    NewEvent,
+    RawEvent,
+    StoredEvent,
+    canonical_json,
+    derived_event_id,
+    keyed_chain_hash,
+)
 
 VERIFY_CHUNK = 10_000  # rows per query in verify_all: bounded memory whatever the store size
 KNOWN_BODIES = 100_000  # body ids remembered as stored (skip re-inserting them)
