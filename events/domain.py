@@ -6,7 +6,7 @@ Names are past-tense facts. Each class's ``type`` literal is its stored name; bu
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,8 @@ Tier = Literal["quick", "deep"]
 class DomainEvent(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     SCHEMA_VERSION: ClassVar[int] = 1
+    if TYPE_CHECKING:  # every event class declares its own Literal ``type`` field
+        type: str
 
 
 # --- run lifecycle -------------------------------------------------------------------------
