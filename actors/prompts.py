@@ -5,8 +5,8 @@ snapshot) so that every role works from the same exact numbers.
 """
 from __future__ import annotations
 
-from projections.run_state import RunState, Speech
 from projections.reports import ANALYST_TITLES, SPEAKER_TITLES
+from projections.run_state import RunState, Speech
 
 GROUNDING = (
     "Ground rules: use only numbers that appear in the verified snapshot, in tool results or in "

@@ -24,11 +24,11 @@ def test_cost_and_token_budgets_and_a_resume_that_raises_them():
     events = [d.RunRequested(run_id="r", config=CONFIG), call(0, 0.03, 4_000)]
     assert project(events).budget_exceeded() is None
     events.append(call(1, 0.03, 4_000))
-    assert "cost budget $0.0500 reached ($0.0600 used)" == project(events).budget_exceeded()
+    assert project(events).budget_exceeded() == "cost budget $0.0500 reached ($0.0600 used)"
     events.append(d.RunResumed(cost_budget_usd=1.0))
     assert project(events).budget_exceeded() is None
     events.append(call(2, 0.01, 4_000))
-    assert "token budget 10,000 reached (12,000 used)" == project(events).budget_exceeded()
+    assert project(events).budget_exceeded() == "token budget 10,000 reached (12,000 used)"
     events.append(d.RunResumed(token_budget=100_000))
     state = project(events)
     assert state.budget_exceeded() is None and state.usage.llm_calls == 3
