@@ -172,6 +172,9 @@ class EventStore(ABC):
         self._chain_key = chain_key
         self._store_key_id: str | None = None  # the key id recorded in the store, once read
         self._known_bodies: OrderedDict[str, None] = OrderedDict()
+        # idempotency keys of recently used streams: most appends carry a key, and asking
+        # the backend for each one cost more than the append itself
+        self._keys: OrderedDict[str, set[str]] = OrderedDict()
 
     # ---- keys ---------------------------------------------------------------------------
     def _key(self, create: bool) -> bytes:
@@ -243,16 +246,22 @@ class EventStore(ABC):
                 results.append(planned)
             if rows:
                 to_store = new_bodies  # only accepted requests added theirs (end of _plan)
-                meta = {"chain_key_id": new_key_id} if new_key_id else {}
+                meta = ({"chain_key_id": new_key_id,
+                         "keyed_from": _signed_position(key, rows[0].position)}
+                        if new_key_id else {})
                 try:
                     count = self._count_cached()
                     self._insert(rows, to_store, meta)
                 except Exception as exc:
                     self._heads.clear()
+                    self._keys.clear()
                     self._position = None
                     self._count = None
                     return [exc if not isinstance(r, Exception) else r for r in results]
                 self._heads.update(heads)
+                for (stream, idem), _ in pending.items():
+                    if stream in self._keys:
+                        self._keys[stream].add(idem)
                 self._position = position
                 self._count = count + len(rows)
                 if new_key_id:
@@ -321,7 +330,9 @@ class EventStore(ABC):
         broken: set[str] = set()
         start = self._checkpoint_start(report, check) if incremental else None
         last = start[0] if start else 0
-        keyed_from = start[0] if start and start[1] >= 2 else None
+        keyed_from = check.keyed_from()
+        if start and start[1] >= 2:
+            keyed_from = min(keyed_from or start[0], start[0])
         report.from_position = last
         end = self.last_position()
         report.last_position = end
@@ -350,7 +361,8 @@ class EventStore(ABC):
                     report.streams += 1
                 if row.stream not in broken:
                     problem = check.row(row, head, found)
-                    if problem is None and keyed_from is not None and row.chain < 2:
+                    if (problem is None and keyed_from is not None and row.chain < 2
+                            and row.position >= keyed_from):
                         problem = (f"event seq {row.seq} ({row.type}) has an unkeyed hash after "
                                    "keyed events began: forged")
                     if problem:
@@ -358,7 +370,7 @@ class EventStore(ABC):
                         report.problems.append(VerifyResult(row.stream, False, row.seq,
                                                             problem, row.seq))
                 heads[row.stream] = (row.seq, row.hash, row.chain)
-                if row.chain >= 2 and keyed_from is None:
+                if row.chain >= 2 and (keyed_from is None or row.position < keyed_from):
                     keyed_from = row.position
             if progress:
                 progress(report.events, max(total, report.events))
@@ -405,8 +417,9 @@ class EventStore(ABC):
         if not req.stream or len(req.stream) > 200:
             raise ValueError("stream name must be 1..200 characters")
         if req.idempotency_key is not None:
-            existing = (pending.get((req.stream, req.idempotency_key))
-                        or self._raw_by_key(req.stream, req.idempotency_key))
+            existing = pending.get((req.stream, req.idempotency_key))
+            if existing is None and req.idempotency_key in self._stream_keys(req.stream):
+                existing = self._raw_by_key(req.stream, req.idempotency_key)
             if existing:
                 return existing
         version, last_hash = heads.get(req.stream) or self._head(req.stream)
@@ -527,6 +540,22 @@ class EventStore(ABC):
         if not prev:
             return row.seq - 2, GENESIS_HASH, 1  # reported as a missing seq
         return prev[0].seq, prev[0].hash, prev[0].chain
+
+    def _stream_keys(self, stream: str) -> set[str]:
+        """The idempotency keys used in ``stream`` (cached for recently used streams)."""
+        keys = self._keys.get(stream)
+        if keys is None:
+            keys = self._keys[stream] = self._load_keys(stream)
+            while len(self._keys) > 4096:
+                self._keys.popitem(last=False)
+        else:
+            self._keys.move_to_end(stream)
+        return keys
+
+    def _load_keys(self, stream: str) -> set[str]:
+        """Backends may answer this with one indexed query; this default reads the stream."""
+        return {r.idempotency_key for r in self._raw_stream(stream, 1, None)
+                if r.idempotency_key is not None}
 
     def _head(self, stream: str) -> tuple[int, str]:
         if stream not in self._heads:
@@ -652,6 +681,29 @@ class _Checker:
             self.key_mismatch, self.key_problem = True, KEY_MISMATCH
             self._flag()
 
+    def keyed_from(self) -> int | None:
+        """The first position written with a keyed chain, as the store recorded it (signed):
+        an unkeyed event from there on is a forgery, even as the first event of a stream."""
+        if not hasattr(self, "_keyed_from"):
+            self._keyed_from: int | None = None
+            value = self.store._load_meta("keyed_from")
+            if value is not None:
+                position, _, _ = value.partition(":")
+                if not self._loaded:
+                    self.load_key(self.report)
+                try:
+                    good = self.key is not None and not self.key_mismatch and \
+                        _signed_position(self.key, int(position)) == value
+                except ValueError:
+                    good = False
+                if not good and self.key is not None and not self.key_mismatch:
+                    self.key_problem = ("the store's record of where keyed events begin was "
+                                        "edited (its signature does not match)")
+                    self._flag()
+                    self.key_problem = None
+                self._keyed_from = int(position) if position.isdigit() else None
+        return self._keyed_from
+
     def _flag(self) -> None:
         if self.report is not None and not any(p.stream == "(chain key)"
                                                for p in self.report.problems):
@@ -676,6 +728,10 @@ class _Checker:
             return (f"event seq {row.seq} ({row.type}) has an unkeyed hash after keyed events "
                     "began: forged")
         if row.chain == 1:
+            start = self.keyed_from()
+            if start is not None and row.position >= start:
+                return (f"event seq {row.seq} ({row.type}) has an unkeyed hash after keyed "
+                        "events began: forged")
             if row.expected_hash() != row.hash:
                 return self._altered(row)
         elif row.chain == 2:
@@ -717,6 +773,10 @@ class _Checker:
         return {"position": position, "hash": digest,
                 "verified_at": dt.datetime.now(dt.UTC).replace(tzinfo=None),
                 "signature": sign(self.key, _checkpoint_text(position, digest))}
+
+
+def _signed_position(key: bytes, position: int) -> str:
+    return f"{position}:{sign(key, canonical_json(['ta-actors keyed from', position]))}"
 
 
 def _anchor_text(position: int, count: int, digest: str) -> str:

@@ -492,6 +492,19 @@ def test_forged_append_with_a_correct_looking_unkeyed_hash_is_caught(store, back
     store.close()
 
 
+def test_forged_new_stream_with_unkeyed_hashes_is_caught(store, backend):
+    """An intruder's whole new stream, chained with plain SHA-256 as an old store would be: the
+    store recorded (signed) where keyed events began, so it cannot pass for old rows."""
+    fill(store)
+    end = store.last_position()
+    forged = raw_row("run-x", 1, end + 1, "TurnAssigned",
+                     {"type": "TurnAssigned", "turn_id": "x", "role": "bull", "round": 1})
+    store = backend.inject(store, [forged])
+    assert "forged" in store.verify("run-x").problem
+    assert "forged" in problems(store.verify_all())["run-x"]
+    store.close()
+
+
 def test_rewritten_suffix_of_a_stream_is_caught(store, backend):
     fill(store)
     events = store._raw_stream("run-b", 1, None)

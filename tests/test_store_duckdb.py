@@ -186,3 +186,83 @@ def test_verify_all_sees_a_cut_off_stream_through_the_global_positions(filled):
         assert not positions.ok and "is missing: an event was removed" in positions.problem
         (gap,) = rows(filled, "SELECT max(position) + 1 FROM events WHERE stream = 'run-a'")
         assert f"global position {gap[0]} is missing" in positions.problem
+
+
+# ---- stores written before keyed chains (schema version, not a rewrite) --------------------
+OLD_SCHEMA = """
+CREATE TABLE events (
+    position BIGINT PRIMARY KEY, event_id VARCHAR NOT NULL UNIQUE, stream VARCHAR NOT NULL,
+    seq INTEGER NOT NULL, type VARCHAR NOT NULL, schema_version INTEGER NOT NULL,
+    recorded_at TIMESTAMP NOT NULL, actor VARCHAR NOT NULL, causation_id VARCHAR,
+    idempotency_key VARCHAR, prev_hash VARCHAR NOT NULL, hash VARCHAR NOT NULL,
+    payload VARCHAR NOT NULL, UNIQUE (stream, seq));
+CREATE INDEX events_by_stream ON events (stream);
+"""
+
+
+@pytest.fixture
+def old_store(path):
+    """A file exactly as the code before keyed chains wrote it: 13 columns, unkeyed hashes,
+    no bodies, no meta, no anchor."""
+    path.parent.mkdir(parents=True)
+    con = duckdb.connect(str(path))
+    con.execute(OLD_SCHEMA)
+    prev = "0" * 64
+    for seq in range(1, 6):
+        row = raw_row("old", seq, seq, "TurnAssigned",
+                      {"type": "TurnAssigned", "turn_id": f"o{seq}" + "x" * 300, "role": "bull",
+                       "round": 1}, prev_hash=prev)
+        con.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    [row.position, row.event_id, row.stream, row.seq, row.type,
+                     row.schema_version, row.recorded_at.replace(tzinfo=None), row.actor, None,
+                     None, row.prev_hash, row.hash, row.payload_json])
+        prev = row.hash
+    con.close()
+    return path
+
+
+def test_an_old_store_opens_read_only_as_it_is_and_verifies(old_store):
+    with DuckDBEventStore(old_store, read_only=True) as store:
+        events = store.read_stream("old")
+        assert [(e.seq, e.chain) for e in events] == [(s, 1) for s in range(1, 6)]
+        assert events[0].payload.turn_id == "o1" + "x" * 300
+        report = store.verify_all()
+        assert report.ok and report.events == 5 and report.anchor == "none"
+        assert report.checkpoint is None  # read-only: nothing written
+    assert rows(old_store, "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'events'"
+                ) == [(13,)]
+
+
+def test_an_old_store_gets_the_new_schema_and_chains_on_without_rewriting(old_store):
+    before = rows(old_store, "SELECT position, hash, payload FROM events ORDER BY position")
+    with DuckDBEventStore(old_store) as store:
+        (new,) = store.append("old", turns("n6"))
+        assert (new.seq, new.position, new.chain) == (6, 6, 2)
+        assert store.verify("old").ok and store.verify_all().ok
+    assert rows(old_store, "SELECT position, hash, payload FROM events WHERE position <= 5 "
+                           "ORDER BY position") == before
+    assert rows(old_store, "SELECT chain, count(*) FROM events GROUP BY chain ORDER BY 1") == \
+        [(1, 5), (2, 1)]
+    # and a downgrade of the new event to an unkeyed hash is a forgery
+    forged = raw_row("old", 6, 6, "TurnAssigned",
+                     {"type": "TurnAssigned", "turn_id": "n6", "role": "bear", "round": 1},
+                     prev_hash=before[-1][1])
+    rows(old_store, "DELETE FROM events WHERE position = 6")
+    insert_raw(old_store, [forged])
+    with DuckDBEventStore(old_store, read_only=True) as store:
+        problems = {p.stream: p.problem for p in store.verify_all().problems}
+        assert "unkeyed hash after keyed events began: forged" in problems["old"]
+
+
+def test_rows_are_built_by_column_name_whatever_the_column_order(filled):
+    """A file whose columns are in another order (e.g. a copy made with CREATE TABLE AS)."""
+    rows(filled, "CREATE TABLE shuffled AS SELECT chain, payload, hash, prev_hash, "
+                 "idempotency_key, causation_id, actor, recorded_at, schema_version, type, seq, "
+                 "stream, event_id, position FROM events")
+    rows(filled, "DROP TABLE events")
+    rows(filled, "ALTER TABLE shuffled RENAME TO events")
+    with DuckDBEventStore(filled, read_only=True) as store:
+        events = store.read_stream("run-a")
+        assert [e.seq for e in events] == list(range(1, 11))
+        assert events[0].payload.turn_id == "run-a-0-1"
+        assert store.verify("run-a").ok
