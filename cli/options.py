@@ -9,15 +9,8 @@ from typing import Any
 
 from pydantic import ValidationError, create_model
 
-from events.config import (
-    ANALYSTS,
-    DEFAULT_VENDORS,
-    VENDOR_CATEGORIES,
-    InvalidInput,
-    RunConfig,
-    validate_ticker,
-    validate_trade_date,
-)
+from events.config import (ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput, RunConfig,
+                           validate_ticker, validate_trade_date)
 from events.settings import setting
 
 #: Which vendors can serve each data category (what --vendors accepts).

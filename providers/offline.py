@@ -35,13 +35,8 @@ import math
 import re
 import time
 
-from events.decisions import (
-    DECISION_SCHEMAS,
-    Decision,
-    PortfolioDecision,
-    ResearchPlan,
-    TradeProposal,
-)
+from events.decisions import (DECISION_SCHEMAS, Decision, PortfolioDecision, ResearchPlan,
+                              TradeProposal)
 from events.rating import Rating, TraderAction, parse_action, parse_rating, rating_to_action
 from events.records import Attempt, ToolCall, ToolSpec
 from providers.base import LLMError, LLMReply, LLMRequest
