@@ -31,6 +31,13 @@ def _user_data(*parts: str) -> Callable[[], Path]:
     return make
 
 
+def _user_config(*parts: str) -> Callable[[], Path]:
+    def make() -> Path:
+        from platformdirs import user_config_dir
+        return Path(user_config_dir("ta-actors"), *parts)
+    return make
+
+
 def _user_cache(*parts: str) -> Callable[[], Path]:
     def make() -> Path:
         from platformdirs import user_cache_dir
@@ -108,7 +115,7 @@ SETTINGS: tuple[Setting, ...] = (
             secret=True),
     Setting("TA_ACTORS_CHAIN_KEY_FILE", Path,
             "file holding the chain key (created on first use, mode 0600)",
-            shown="beside the store"),
+            default_factory=_user_config("chain.key"), shown="user config dir/chain.key"),
     Setting("ALPHA_VANTAGE_API_KEY", str, "Alpha Vantage key (vendor `alpha_vantage`)",
             secret=True),
 )
