@@ -15,7 +15,6 @@ another. Every actor restarts after a crash (``max_restarts=-1``); callers re-re
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,11 +73,8 @@ def create(cls: Any, name: str, *args: Any, node_id: str | None = None,
 
 def default_cache_path(index: int = 0) -> str:
     """Each market-data replica keeps its own cache file (DuckDB: one writer per file)."""
-    from pathlib import Path
-
-    from platformdirs import user_cache_dir
-    base = os.environ.get("TA_ACTORS_CACHE",
-                          str(Path(user_cache_dir("ta-actors")) / "market-cache.duckdb"))
+    from events.settings import setting
+    base = str(setting("TA_ACTORS_CACHE"))
     if index == 0:
         return base
     stem, dot, ext = base.rpartition(".")

@@ -9,7 +9,6 @@ windows of ``max_in_flight``, so a long watchlist shows progress from its first 
 from __future__ import annotations
 
 import os
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path

@@ -56,11 +56,17 @@ def test_help_lists_every_command(cli):
         assert f" {name} " in result.stdout
 
 
-def test_role_actors_import_no_heavy_library(ray_team, store_path):
+def test_workers_import_no_heavy_library(ray_team, store_path, cli):
+    """Turn logic stays light: after a whole run, the worker processes that drove it and
+    played every role have loaded none of litellm, pandas, duckdb, yfinance, pandas-ta."""
     import ray
+    result = cli("run", "NVDA", "--date", "2024-05-10", "--offline", "--store", store_path,
+                 "--json")
+    assert result.exit_code == 0, result.output
     team = ray_team(store_path)
-    heavy = ray.get([actor.imported_heavy.remote() for actor in team.roles.values()])
-    assert heavy == [[]] * len(team.roles)
+    workers = team.workers()
+    heavy = ray.get([w.imported_heavy.remote() for w in workers])
+    assert workers and heavy == [[]] * len(workers)
 
 
 def test_run_on_a_store_another_process_holds(cli, store_path):

@@ -61,10 +61,7 @@ def test_our_variables_are_read_through_the_settings_table():
             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
                 if direct.search(line):
                     offenders.append(f"{path.relative_to(REPO)}:{n}")
-    # The market-data cache path in actors/ is switched to setting("TA_ACTORS_CACHE") by the
-    # owner of those files (in flight); everything else must read through the table.
-    pending = ("actors/runtime.py", "actors/pools.py")
-    assert [o for o in offenders if not o.startswith(pending)] == []
+    assert offenders == []
 
 
 def test_every_variable_named_in_code_is_in_the_table():

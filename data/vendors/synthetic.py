@@ -47,13 +47,17 @@ def _series(symbol: str, until: dt.date):
                          "volume": np.round(volume)}, index=days)
 
 
-def _days(start: dt.date, end: dt.date, every: int, salt: str, symbol: str):
-    """Deterministic event days: roughly one per ``every`` calendar days, fixed per symbol."""
-    day = start
+@lru_cache(maxsize=256)
+def _days(start: dt.date, end: dt.date, every: int, salt: str, symbol: str
+          ) -> tuple[dt.date, ...]:
+    """Deterministic event days: roughly one per ``every`` calendar days, fixed per symbol
+    (cached: one sha256 per calendar day adds up to most of a run's data work)."""
+    out, day = [], start
     while day <= end:
-        if stable_seed(salt, symbol, day) % every == 0 and day.weekday() < 5:
-            yield day
+        if day.weekday() < 5 and stable_seed(salt, symbol, day) % every == 0:
+            out.append(day)
         day += dt.timedelta(days=1)
+    return tuple(out)
 
 
 class SyntheticVendor(Vendor):
