@@ -7,6 +7,7 @@ read-only it is read as it is. Beside the file, ``<file>.anchor`` holds the sign
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -55,6 +56,8 @@ _INSERT_BODIES = ("INSERT OR IGNORE INTO bodies (id, text) "
                   "SELECT unnest($1::VARCHAR[]), unnest($2::VARCHAR[])")
 
 
+#: RawEvent's positional fields, in order (``chain`` is keyword-only)
+_FIELDS = tuple(f.name for f in dataclasses.fields(RawEvent) if f.name != "chain")
 #: what DuckDB raises when the file itself is damaged (truncated, overwritten, bad blocks)
 _DAMAGE = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
            duckdb.FatalException)
@@ -177,11 +180,14 @@ class DuckDBEventStore(EventStore):
                 values = cursor.fetchall()
             except _DAMAGE as exc:
                 raise self._damaged(exc) from None
+        # the file's columns are mapped to RawEvent's fields by name once per query
+        order = [names.index(f) for f in _FIELDS]
+        at, chain = _FIELDS.index("recorded_at"), names.index("chain")
         out = []
         for row in values:
-            fields = dict(zip(names, row))
-            fields["recorded_at"] = fields["recorded_at"].replace(tzinfo=dt.UTC)
-            out.append(RawEvent(**fields))
+            args = [row[i] for i in order]
+            args[at] = args[at].replace(tzinfo=dt.UTC)
+            out.append(RawEvent(*args, chain=row[chain]))
         return out
 
     # ---- primitives ---------------------------------------------------------------------
@@ -189,6 +195,11 @@ class DuckDBEventStore(EventStore):
         rows = self._query("SELECT seq, hash FROM events WHERE stream = ? ORDER BY seq DESC "
                            "LIMIT 1", [stream])
         return (rows[0][0], rows[0][1]) if rows else None
+
+    def _load_keys(self, stream: str) -> set[str]:
+        return {k for (k,) in self._query(
+            "SELECT idempotency_key FROM events WHERE stream = ? AND idempotency_key IS NOT "
+            "NULL", [stream])}
 
     def _load_max_position(self) -> int:
         return self._query("SELECT coalesce(max(position), 0) FROM events")[0][0]
@@ -253,6 +264,12 @@ class DuckDBEventStore(EventStore):
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return self._rows(sql, params)
+
+    def _raw_range(self, after_position: int, upto_position: int) -> list[RawEvent]:
+        # a range, not "> x ORDER BY position LIMIT n": that one sorts everything after x on
+        # every call, which makes a chunked pass over the store quadratic
+        return self._rows(f"{self._select} WHERE position > ? AND position <= ? "
+                          "ORDER BY position", [after_position, upto_position])
 
     def _stream_infos(self) -> list[StreamInfo]:
         rows = self._query(

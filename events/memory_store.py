@@ -60,6 +60,9 @@ class InMemoryEventStore(EventStore):
                 if r.position > after_position and (types is None or r.type in types)]
         return rows[:limit] if limit is not None else rows
 
+    def _raw_range(self, after_position: int, upto_position: int) -> list[RawEvent]:
+        return [r for r in self._rows if after_position < r.position <= upto_position]
+
     def _stream_infos(self) -> list[StreamInfo]:
         return [StreamInfo(s, rows[-1].seq, rows[0].recorded_at, rows[-1].recorded_at,
                            rows[0].type, rows[-1].type)

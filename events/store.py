@@ -340,10 +340,12 @@ class EventStore(ABC):
         gap_reported = False
         if progress:
             progress(0, total)
-        while True:
-            rows = self._raw_all(last, VERIFY_CHUNK, None)
+        window = last
+        while window < end:  # fixed position windows: each read costs the same, gaps or not
+            rows = self._raw_range(window, window + VERIFY_CHUNK)
+            window += VERIFY_CHUNK
             if not rows:
-                break
+                continue
             found = check.bodies_of(rows)
             for row in rows:
                 report.events += 1
@@ -379,7 +381,7 @@ class EventStore(ABC):
         if against is not None:
             self._check_anchor(report, check, against, "(exported anchor)", required=True)
         if report.ok and checkpoint and not self.read_only and last > 0 and check.key:
-            at = self._raw_all(last - 1, 1, None)
+            at = self._raw_range(last - 1, last)
             if at and at[0].position == last:
                 try:  # an optimisation for the next verify, never a reason to fail this one
                     self._save_checkpoint(check.sign_checkpoint(last, at[0].hash))
@@ -393,7 +395,7 @@ class EventStore(ABC):
         key = self._key(create=False)
         with self._lock:
             end = self._max_position_cached()
-            last = self._raw_all(end - 1, 1, None) if end else []
+            last = self._raw_range(end - 1, end) if end else []
             return _anchor(key, end, self._count_cached(), last[0].hash if last else GENESIS_HASH)
 
     def close(self) -> None:
@@ -486,7 +488,7 @@ class EventStore(ABC):
             problem("the head anchor's signature is invalid: it was not written with this "
                     "store's key, or it was edited")
             return
-        at = self._raw_all(position - 1, 1, None) if position > 0 else []
+        at = self._raw_range(position - 1, position) if position > 0 else []
         if position > 0 and (not at or at[0].position != position):
             end = self.last_position()
             problem(f"the anchor records events up to position {position}, but "
@@ -523,7 +525,7 @@ class EventStore(ABC):
                 "(checkpoint)", False, 0, "the verification checkpoint's signature is invalid "
                 "(forged or edited); checked the whole store instead"))
             return None
-        at = self._raw_all(position - 1, 1, None)
+        at = self._raw_range(position - 1, position)
         if not at or at[0].position != position or at[0].hash != digest:
             report.problems.append(VerifyResult(
                 "(checkpoint)", False, 0, f"the event at the checkpoint (position {position}) "
@@ -628,6 +630,11 @@ class EventStore(ABC):
     def _raw_all(self, after_position: int, limit: int | None,
                  types: tuple[str, ...] | None = None) -> list[RawEvent]: ...
 
+    def _raw_range(self, after_position: int, upto_position: int) -> list[RawEvent]:
+        """Events with ``after_position < position <= upto_position``, in position order."""
+        return [r for r in self._raw_all(after_position, upto_position - after_position, None)
+                if r.position <= upto_position]
+
     @abstractmethod
     def _stream_infos(self) -> list[StreamInfo]: ...
 
@@ -666,6 +673,7 @@ class _Checker:
         self._recorded: str | None = None
         self._loaded = False
         self._keyed_seen = False
+        self._flagged: set[str | None] = set()
 
     def load_key(self, report: VerifyReport | None = None) -> None:
         self._loaded, self.report = True, report
@@ -705,8 +713,9 @@ class _Checker:
         return self._keyed_from
 
     def _flag(self) -> None:
-        if self.report is not None and not any(p.stream == "(chain key)"
-                                               for p in self.report.problems):
+        """Report the key problem once for the whole store."""
+        if self.report is not None and self.key_problem not in self._flagged:
+            self._flagged.add(self.key_problem)
             self.report.problems.append(VerifyResult("(chain key)", False, 0, self.key_problem))
 
     def bodies_of(self, rows: list[RawEvent]) -> dict[str, str]:

@@ -436,13 +436,14 @@ def test_verify_all_reads_in_bounded_chunks_and_reports_progress(store, monkeypa
     monkeypatch.setattr(store_module, "VERIFY_CHUNK", 4)
     for i in range(5):
         store.append(f"run-{i % 2}", turns(f"t{i}a", f"t{i}b"))
-    seen, limits = [], []
-    raw_all = store._raw_all
-    monkeypatch.setattr(store, "_raw_all", lambda after, limit, types=None: (
-        limits.append(limit), raw_all(after, limit, types))[1])
+    seen, windows = [], []
+    raw_range = store._raw_range
+    monkeypatch.setattr(store, "_raw_range", lambda after, upto: (
+        windows.append(upto - after), raw_range(after, upto))[1])
+    monkeypatch.setattr(store, "_raw_all", None)  # never the whole store in one read
     report = store.verify_all(progress=lambda done, total: seen.append((done, total)))
     assert report.ok and report.events == 10
-    assert None not in limits  # never the whole store in one read
+    assert windows and max(windows) <= 4
     assert seen[0] == (0, 10) and seen[-1] == (10, 10) and len(seen) >= 3
 
 
