@@ -14,8 +14,8 @@ from actors.turns import completed_call, llm_request
 from events import domain as d
 from events.envelope import NewEvent
 from events.records import Message
-from projections.memory import (MEMORY_STREAM, MEMORY_TYPES, MemoryEntry, memory_entries,
-                                past_context, pending_for)
+from projections.memory import MEMORY_STREAM, MemoryEntry, past_context
+from projections.views import entries_from_rows
 
 ACTOR = "coordinator"
 
@@ -24,21 +24,24 @@ class OutcomeScorer:
     def __init__(self, *, store: StorePort, llm: LLMPort, market: MarketPort):
         self.store, self.llm, self.market = store, llm, market
 
-    async def entries(self) -> list[MemoryEntry]:
-        return memory_entries(await self.store.read_all(types=MEMORY_TYPES))
-
     async def past_context(self, config: Any) -> tuple[str, int]:
-        """Score what can be scored for this ticker, then the context knowable on its date."""
+        """Score what can be scored for this ticker, then the context knowable on its date:
+        both read the memory read model by ticker and date, whatever the store's size."""
         await self.resolve(config, config.ticker)
-        return past_context(await self.entries(), config.ticker, config.trade_date)
+        rows = await self.store.query("past_context", {"ticker": config.ticker,
+                                                       "trade_date": config.trade_date})
+        return past_context(entries_from_rows(rows), config.ticker, config.trade_date)
 
     async def resolve(self, config: Any, ticker: str | None = None,
                       today: dt.date | None = None) -> int:
         """Score pending decisions (of ``ticker``, or all) whose holding period has data."""
         today = today or dt.date.today()
-        entries = await self.entries()
-        pending = (pending_for(entries, ticker, config.trade_date) if ticker
-                   else [m for m in entries if not m.resolved])
+        if ticker:
+            rows = await self.store.query("pending", {"ticker": ticker,
+                                                      "before": config.trade_date})
+        else:
+            rows = await self.store.query("pending_all", {})
+        pending = entries_from_rows(rows)
         resolved = 0
         for entry in pending:
             outcome = await self._outcome(config, entry, today)

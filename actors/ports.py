@@ -35,6 +35,10 @@ class StorePort(Protocol):
     async def read_all(self, *, after_position: int = 0, limit: int | None = None,
                        types: Sequence[str] | None = None) -> list[StoredEvent]: ...
 
+    async def query(self, name: str, params: dict) -> list[dict]:
+        """A named read-model query (projections.views), reflecting every committed event."""
+        ...
+
 
 class LLMPort(Protocol):
     async def complete(self, request: Any) -> Any: ...
@@ -55,10 +59,18 @@ class MarketPort(Protocol):
 
 
 class LocalStore:
-    """A StorePort over a store object in this process (in-memory or a DuckDB file)."""
+    """A StorePort over a store object in this process (in-memory or a DuckDB file), with
+    its read models kept beside it."""
 
     def __init__(self, store: Any):
+        from events.views import open_views
+        from projections.views import VIEWS
         self.store = store
+        self.views = open_views(store, VIEWS)
+
+    async def query(self, name: str, params: dict) -> list[dict]:
+        self.views.catch_up(self.store)
+        return self.views.query(name, params)
 
     async def append(self, stream: str, events: Sequence[NewEvent], *,
                      expected_version: int | None = None,

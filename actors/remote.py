@@ -97,7 +97,7 @@ class RemoteStore:
         return await self._call("read_all", self.path, after_position, limit,
                                 list(types) if types else None)
 
-    async def query(self, name: str, **params: Any) -> Any:
+    async def query(self, name: str, params: dict) -> list[dict]:
         return await self._call("query", self.path, name, params)
 
 

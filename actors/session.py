@@ -84,6 +84,10 @@ class Session:
         return ray.get(self._team.store.read_all.remote(after_position, None,
                                                         list(types) if types else None))
 
+    def query(self, name: str, params: dict) -> list[dict]:
+        """A named read-model query (projections.views)."""
+        return ray.get(self._team.store.query.remote(name, params))
+
     # ---- driving --------------------------------------------------------------------------
     def owner_alive(self, owner: str, run_id: str) -> bool:
         import asyncio

@@ -182,12 +182,13 @@ def _drive(store: Path, address: str | None, batches: list[list], out: Path | No
                                  follow)
         if not score:
             return rows, []
-        from projections.memory import MEMORY_TYPES, memory_entries
         from projections.scorecard import scorecard
+        from projections.views import entries_from_rows
         config = session.read_stream(rows[0]["run_id"])[0].payload.config
         session.resolve_outcomes(config)
-        entries = memory_entries(session.read_all(types=MEMORY_TYPES))
-        return rows, scorecard(entries, {r["run_id"] for r in rows})
+        run_ids = [r["run_id"] for r in rows]
+        entries = entries_from_rows(session.query("memory_of_runs", {"run_ids": run_ids}))
+        return rows, scorecard(entries, set(run_ids))
 
 
 def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as_json: bool,
