@@ -144,7 +144,9 @@ class DuckDBEventStore(EventStore):
         if _no_space(exc):
             return StoreError(f"no space left on device: {self.path}")
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if not created and not isinstance(exc, duckdb.ConnectionException):
+        access = ("permission denied", "read-only file system", "operation not permitted")
+        if (not created and isinstance(exc, _DAMAGE)
+                and not any(word in reason.lower() for word in access)):
             return StoreError(f"{self.path} is not a valid ta-actors event store (corrupt or "
                               f"truncated): {reason}")
         return StoreError(f"cannot open event store {self.path}: {reason}")
