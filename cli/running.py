@@ -13,7 +13,6 @@ from cli import display
 from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
 from cli.options import (build_configs, check_budgets, check_out_dir, default_store, new_run_id,
                          read_tickers_file, trade_dates)
-from cli.stores import load_run
 from events.config import InvalidInput
 from events.errors import one_line
 from events.store import StoreError
@@ -99,7 +98,7 @@ def resume(
     store = store or default_store()
     from events import domain as d
     from projections.run_state import project
-    state = project(load_run(store, address, run_id))
+    state = project(_verified(store, address, run_id))
     if state.status == "completed":
         display.err.print(f"{run_id} already completed with rating {state.rating}")
         _finish([_row(run_id, state, _reports_dir(store, out, run_id))], as_json)
@@ -135,7 +134,7 @@ def fork(
     check_out_dir(out)
     if at not in STAGES:
         raise InvalidInput(f"unknown stage {at!r}; choose from {', '.join(STAGES)}")
-    source = load_run(store, address, run_id)
+    source = _verified(store, address, run_id)
     changes = {k: v for k, v in (("quick_model", quick_model), ("deep_model", deep_model),
                                  ("base_url", base_url), ("debate_rounds", debate_rounds),
                                  ("risk_rounds", risk_rounds)) if v is not None}
@@ -151,6 +150,14 @@ def fork(
                                          for p in fork_payloads(source, at)]
     rows, _ = _drive(store, address, [[(new_id, events)]], out, as_json)
     _finish(rows, as_json)
+
+
+def _verified(store: Path, address: str | None, run_id: str) -> list:
+    from cli.stores import BrokenHistory, load_verified_run
+    try:
+        return load_verified_run(store, address, run_id)
+    except BrokenHistory as exc:
+        fail(str(exc), code=1)
 
 
 def _check_keys(config: Any) -> None:

@@ -36,3 +36,21 @@ def load_run(store: Path, address: str | None, run_id: str) -> list:
         return read_run(reader, run_id, store)
     finally:
         reader.close()
+
+
+class BrokenHistory(Exception):
+    """A run whose stored events fail their hash chain: nothing may be built on top."""
+
+
+def load_verified_run(store: Path, address: str | None, run_id: str) -> list:
+    """A run's events after checking its hash chain, for commands that continue a run
+    (resume, fork): on a broken chain they would seal an altered history for good."""
+    reader = open_reader(store, address)
+    try:
+        result = reader.verify(run_id)  # before decoding: an edit may not even parse
+        if not result.ok:
+            raise BrokenHistory(f"run {run_id} fails its hash chain ({result.problem}); "
+                                "refusing to continue it (see `ta-actors verify`)")
+        return read_run(reader, run_id, store)
+    finally:
+        reader.close()
