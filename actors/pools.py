@@ -7,6 +7,8 @@
 * ``worker-i``: the run pool. A run is driven, and its turns are played, by the replica its
   run id hashes to; any replica can play any role.
 * ``market-data-i``: the data pool, one beside each worker, each with its own cache file.
+* ``vendor-limiter``: one per cluster, created on the first call to a remote vendor: the
+  replicas reserve vendor tokens from it, so a vendor's rate limit holds cluster-wide.
 
 Pools follow the cluster: one worker and one market-data replica per alive node with CPUs
 (or ``workers`` of each), grown when nodes join; a replica whose node leaves is created again on
@@ -21,7 +23,7 @@ from typing import Any
 import ray
 
 NAMESPACE = "ta-actors"
-STORE, GATEWAY = "event-store", "llm-gateway"
+STORE, GATEWAY, LIMITER = "event-store", "llm-gateway", "vendor-limiter"
 
 
 def worker_name(i: int) -> str:
@@ -79,6 +81,11 @@ def default_cache_path(index: int = 0) -> str:
         return base
     stem, dot, ext = base.rpartition(".")
     return f"{stem}-{index}.{ext}" if dot else f"{base}-{index}"
+
+
+def ensure_limiter() -> Any:
+    from actors.services import LimiterActor
+    return lookup(LIMITER) or create(LimiterActor, LIMITER)
 
 
 def ensure_gateway() -> Any:

@@ -91,8 +91,8 @@ class MarketDesk:
     """Market data for many runs: one ``MarketData`` per distinct data configuration, its
     blocking vendor calls in threads. The market-data actor is a thin shell around this."""
 
-    def __init__(self, cache_path: str | None = None):
-        self.cache_path = cache_path
+    def __init__(self, cache_path: str | None = None, throttle: Any = None):
+        self.cache_path, self.throttle = cache_path, throttle
         self._services: dict[tuple, Any] = {}
         self._lock = asyncio.Lock()
 
@@ -105,7 +105,8 @@ class MarketDesk:
                 from data.service import MarketData
                 self._services[key] = await asyncio.to_thread(
                     MarketData, vendors=config.vendors, tool_vendors=config.tool_vendors,
-                    data_dir=config.data_dir, cache_path=self.cache_path)
+                    data_dir=config.data_dir, cache_path=self.cache_path,
+                    throttle=self.throttle)
             return self._services[key]
 
     async def call_tool(self, name: str, arguments: dict, trade_date: dt.date,

@@ -43,7 +43,7 @@ class MarketDataActor:
         from actors.logs import configure
         from actors.ports import MarketDesk
         configure()
-        self._desk = MarketDesk(cache_path)
+        self._desk = MarketDesk(cache_path, throttle=_cluster_throttle)
         # pandas, pandas-ta and the vendors take ~1 s to import: do it while the rest of the
         # team starts, not on the first run's critical path.
         threading.Thread(target=_warm_imports, daemon=True).start()
@@ -66,6 +66,42 @@ class MarketDataActor:
     def pid(self) -> int:
         import os
         return os.getpid()
+
+
+@ray.remote(num_cpus=0, max_concurrency=1000)
+class LimiterActor:
+    """Vendor rate limits for the whole cluster: replicas reserve a token, then wait."""
+
+    def __init__(self) -> None:
+        from data.limits import Buckets
+        self._buckets = Buckets()
+
+    def reserve(self, vendor: str) -> float:
+        return self._buckets.reserve(vendor)
+
+
+def _cluster_throttle(vendor: str) -> None:
+    """Wait for ``vendor``'s token from the cluster's limiter (runs in a vendor thread). If
+    the limiter cannot be reached, fall back to this replica's own bucket: slower to share,
+    never unlimited."""
+    import time
+
+    from actors import pools
+    try:
+        wait = ray.get(pools.ensure_limiter().reserve.remote(vendor), timeout=30)
+    except Exception:  # noqa: BLE001 - degrade to a local limit, never to none
+        wait = _local_buckets().reserve(vendor)
+    time.sleep(wait)
+
+
+_LOCAL: list = []
+
+
+def _local_buckets() -> Any:
+    if not _LOCAL:
+        from data.limits import Buckets
+        _LOCAL.append(Buckets())
+    return _LOCAL[0]
 
 
 def _warm_imports() -> None:

@@ -14,6 +14,7 @@ from events.settings import setting
 
 from . import snapshot as snap
 from .frames import between
+from .limits import VENDOR_RATES, Throttle, ThrottledVendor
 from .model import NoData, day_of
 from .router import Answer, DataError, route
 from .symbols import benchmark_for as _benchmark_for
@@ -31,7 +32,8 @@ class MarketData:
                  tool_vendors: Mapping[str, Sequence[str]] | None = None,
                  data_dir: str | None = None, cache_path: str | None = None,
                  session: "requests.Session | None" = None, *,
-                 retry_delays: Sequence[float] = (1.0, 4.0, 10.0)):
+                 retry_delays: Sequence[float] = (1.0, 4.0, 10.0),
+                 throttle: "Throttle | None" = None):
         self.vendors = {**DEFAULT_VENDORS, **{k: tuple(v) for k, v in (vendors or {}).items()}}
         self.tool_vendors = {k: tuple(v) for k, v in (tool_vendors or {}).items()}
         for chain in [*self.vendors.values(), *self.tool_vendors.values()]:
@@ -40,6 +42,7 @@ class MarketData:
                     raise InvalidInput(f"unknown data vendor {name!r}; known vendors: "
                                        + ", ".join(VENDOR_NAMES))
         self.data_dir, self.session, self.retry_delays = data_dir, session, tuple(retry_delays)
+        self.throttle = throttle  # vendor rate limits shared by every replica (data.limits)
         self._cache = None
         if cache_path:
             from .cache import Cache
@@ -51,6 +54,12 @@ class MarketData:
         if name not in self._instances:
             self._instances[name] = self._make(name)
         return self._instances[name]
+
+    def _limited(self, vendor: Any) -> Any:
+        """Calls that reach a remote vendor wait for its rate (cache hits never do)."""
+        if self.throttle is None or vendor.name not in VENDOR_RATES:
+            return vendor
+        return ThrottledVendor(vendor, self.throttle)
 
     def _make(self, name: str) -> Any:
         if name == "local":
@@ -69,10 +78,11 @@ class MarketData:
             vendor = AlphaVantageVendor(setting("ALPHA_VANTAGE_API_KEY"), self.session)
         elif name == "reddit":
             from .vendors.reddit import RedditVendor
-            return RedditVendor(self.session)
+            return self._limited(RedditVendor(self.session))
         else:
             from .vendors.stocktwits import StocktwitsVendor
-            return StocktwitsVendor(self.session)
+            return self._limited(StocktwitsVendor(self.session))
+        vendor = self._limited(vendor)
         if self._cache is not None:
             from .cache import CachedVendor
             return CachedVendor(vendor, self._cache)

@@ -91,7 +91,9 @@ def placement(cluster: Cluster, folder: Path) -> dict:
     with Session(folder / "placement.duckdb", cluster.address) as session:
         where = ray.get([w.where.remote() for w in session._team.workers()])
         markets = [pools.lookup(n) for n in session._team.pools.markets]
-        return {"nodes": len(pools.alive_nodes()), "workers": len(where),
+        limiter = pools.ensure_limiter()  # what every market-data replica reserves from
+        waits = ray.get([limiter.reserve.remote("yfinance") for _ in range(6)])
+        return {"limiter_waits": waits,"nodes": len(pools.alive_nodes()), "workers": len(where),
                 "alive": pools.alive_nodes(), "where": [w["node"] for w in where],
                 "worker_nodes": len({w["node"] for w in where}), "markets": len(markets)}
 

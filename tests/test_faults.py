@@ -39,6 +39,8 @@ def test_pools_put_one_worker_on_every_node(faults):
     assert "error" not in p, p.get("error")
     assert p["nodes"] == p["workers"] == p["markets"] == 3
     assert sorted(p["where"]) == sorted(p["alive"])  # every node hosts a replica
+    # one limiter for the cluster: yfinance's burst of 4, then one call every half second
+    assert p["limiter_waits"][:4] == [0.0] * 4 and 0.4 < p["limiter_waits"][5] <= 1.0
 
 
 def test_a_killed_worker_is_restarted_and_its_run_completes(faults):
