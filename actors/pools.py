@@ -125,15 +125,26 @@ class Pools:
 
 
 def ensure_pools(workers: int | None = None) -> Pools:
-    """Grow the pools to the cluster (never shrink: a replica whose node left restarts
-    elsewhere). Market data first, since a worker's first run needs it at once."""
+    """Grow the pools to the cluster: ``workers`` replicas if given, else one on every alive
+    node — a node that joined gets its own, even where replicas recreated after their node
+    left already make up the count. Never shrinks. Market data first, since a worker's
+    first run needs it at once."""
     nodes = alive_nodes() or [None]
-    existing = 0
-    while lookup(worker_name(existing)) is not None:
-        existing += 1
-    size = max(existing, workers or len(nodes))
-    for i in range(size):
-        node = nodes[i % len(nodes)]
-        ensure_market(i, node)
-        ensure_worker(i, node)
-    return Pools([worker_name(i) for i in range(size)], [market_name(i) for i in range(size)])
+    size = 0
+    while lookup(worker_name(size)) is not None:
+        size += 1
+    target = max(size, workers or 0)
+    for i in range(target):  # existing replicas (and their market data) plus --workers more
+        ensure_market(i, nodes[i % len(nodes)])
+        ensure_worker(i, nodes[i % len(nodes)])
+    if workers is None:
+        where = ray.get([lookup(worker_name(i)).where.remote() for i in range(target)],
+                        timeout=60) if target else []
+        hosting = {w["node"] for w in where}
+        for node in nodes:
+            if node is None or node not in hosting:
+                ensure_market(target, node)
+                ensure_worker(target, node)
+                target += 1
+    return Pools([worker_name(i) for i in range(target)],
+                 [market_name(i) for i in range(target)])

@@ -132,6 +132,28 @@ def node_removed(cluster: Cluster, folder: Path, nodes: list) -> dict:
                 "summaries": out, "workers_on_removed_node": len(hosted)}
 
 
+def node_joined(cluster: Cluster, folder: Path) -> dict:
+    """A node that joins between batches (as in a long backtest) gets replicas and work."""
+    with Session(folder / "joined.duckdb", cluster.address) as session:
+        before = len(session._team.pools.workers)
+        node = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        session.grow()
+        where = ray.get([w.where.remote() for w in session._team.workers()])
+        on_new = [w["name"] for w in where if w["node"] == node.node_id]
+        run_ids = [f"joined-{t}" for t in ("NVDA", "AAPL", "MSFT", "AMZN", "TSLA")]
+        names = session._team.pools.workers  # one more run, whose id hashes to the new one
+        run_ids.append(next(f"joined-META{i}" for i in range(1000) if on_new and pools.
+                            replica_for(f"joined-META{i}", names) == on_new[0]))
+        for run_id in run_ids:
+            _request(session, run_id, run_id.split("-")[1][:4], latency=0.05)
+        summaries = session.drive(run_ids)
+        drivers = {s["driver"].partition("/")[0] for s in summaries.values()}
+        return {"workers_before": before, "workers_after": len(where),
+                "on_new_node": on_new, "new_node_drove": bool(set(on_new) & drivers),
+                "completed": sum(s["status"] == "completed" for s in summaries.values())}
+
+
 def store_killed(cluster: Cluster, folder: Path) -> dict:
     with Session(folder / "store.duckdb", cluster.address) as session:
         run_ids = ["store-NVDA", "store-AAPL"]
@@ -195,7 +217,7 @@ def two_resumes(cluster: Cluster, folder: Path) -> dict:
 
 
 SCENARIOS = ("placement", "worker_killed", "store_killed", "two_resumes", "driver_killed",
-             "node_removed")
+             "node_removed", "node_joined")
 
 
 def main() -> None:
