@@ -392,7 +392,10 @@ class EventStore(ABC):
 
     def head_anchor(self) -> dict:
         """The signed head of the store (for ``ta-actors verify --anchor FILE``)."""
-        key = self._key(create=False)
+        try:
+            key = self._key(create=False)
+        except ChainKeyError as exc:
+            raise StoreError(f"cannot sign the store's head: {exc}") from None
         with self._lock:
             end = self._max_position_cached()
             last = self._raw_range(end - 1, end) if end else []
