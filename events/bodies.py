@@ -160,8 +160,16 @@ def restore(data: Any, bodies: dict[str, str]) -> Any:
 
 
 def full_json(payload_json: str, bodies: dict[str, str]) -> str:
-    """The original payload JSON text of a lean one."""
+    """The original payload JSON text of a lean one. Markers are replaced in the text itself
+    (each one's small list parsed on its own): a whole parse and re-serialisation is only
+    needed when an escaped ``$`` key has to be unescaped."""
     if not may_refer(payload_json):
         return payload_json
-    return json.dumps(restore(json.loads(payload_json), bodies), ensure_ascii=False,
-                      separators=(",", ":"))
+    if '"$$' in payload_json:
+        return json.dumps(restore(json.loads(payload_json), bodies), ensure_ascii=False,
+                          separators=(",", ":"))
+
+    def text(marker: re.Match) -> str:
+        return json.dumps(restore({MARK: json.loads("[" + marker.group(1) + "]")}, bodies),
+                          ensure_ascii=False)
+    return _MARKER.sub(text, payload_json)
