@@ -252,22 +252,27 @@ class EventStore(ABC):
                 try:
                     count = self._count_cached()
                     self._insert(rows, to_store, meta)
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - each caller learns its own outcome
                     self._heads.clear()
                     self._keys.clear()
                     self._position = None
                     self._count = None
-                    return [exc if not isinstance(r, Exception) else r for r in results]
-                self._heads.update(heads)
-                for (stream, idem), _ in pending.items():
-                    if stream in self._keys:
-                        self._keys[stream].add(idem)
-                self._position = position
-                self._count = count + len(rows)
-                if new_key_id:
-                    self._store_key_id = new_key_id
-                self._remember_bodies(to_store)
-                self._record_anchor(key, rows[-1])
+                    # requests whose events were stored before (a retried call) still
+                    # succeeded: only what this commit was to write failed
+                    results = [exc if not isinstance(r, Exception) and r
+                               and r[0].event_id in fresh else r for r in results]
+                    fresh = {}
+                else:
+                    self._heads.update(heads)
+                    for (stream, idem), _ in pending.items():
+                        if stream in self._keys:
+                            self._keys[stream].add(idem)
+                    self._position = position
+                    self._count = count + len(rows)
+                    if new_key_id:
+                        self._store_key_id = new_key_id
+                    self._remember_bodies(to_store)
+                    self._record_anchor(key, rows[-1])
             # new rows carry the (frozen, validated) payload they were encoded from: the
             # encoding keeps key order, so it equals what a later read decodes, and decoding it
             # again would cost a quarter of an append

@@ -339,6 +339,25 @@ def test_group_commit_isolates_a_conflicting_request(store):
     assert all(store.verify(s).ok for s in ("a", "b", "c"))
 
 
+def test_a_failed_group_commit_still_answers_retried_appends_that_were_stored(store,
+                                                                             monkeypatch):
+    first = store.append("a", turns("t1"), idempotency_key="k1")
+
+    def disk_gone(*args, **kwargs):
+        raise OSError("disk gone")
+    monkeypatch.setattr(store, "_insert", disk_gone)
+    results = store.append_batches([
+        AppendRequest("a", turns("t1"), idempotency_key="k1"),  # a retry: already stored
+        AppendRequest("b", turns("u1"), idempotency_key="k2"),  # new: this commit fails
+        AppendRequest("b", turns("u1"), idempotency_key="k2"),  # its twin in the same batch
+    ])
+    assert [e.event_id for e in results[0]] == [e.event_id for e in first]
+    assert isinstance(results[1], OSError) and isinstance(results[2], OSError)
+    monkeypatch.undo()
+    assert store.version("b") == 0 and store.version("a") == 1
+    assert store.append("b", turns("u1"), idempotency_key="k2")[0].seq == 1  # and it heals
+
+
 def test_group_commit_reports_bad_payload_only_to_its_caller(store):
     results = store.append_batches([
         AppendRequest("a", turns("t1")),
