@@ -161,8 +161,11 @@ class ActorReader:
     def verify(self, stream: str) -> Any:
         return ray.get(self._h.verify.remote(stream))
 
-    def verify_all(self) -> list:
-        return ray.get(self._h.verify_all.remote())
+    def verify_all(self, **options: Any) -> Any:
+        return ray.get(self._h.verify_all.remote(**options))
+
+    def head_anchor(self) -> dict:
+        return ray.get(self._h.head_anchor.remote())
 
     def query(self, name: str, **params: Any) -> Any:
         return ray.get(self._h.query.remote(name, params))

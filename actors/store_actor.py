@@ -67,8 +67,12 @@ class EventStoreActor:
     async def verify(self, path: str, stream: str) -> Any:
         return await self._file(path).call("verify", stream)
 
-    async def verify_all(self, path: str) -> list:
-        return await self._file(path).call("verify_all")
+    async def verify_all(self, path: str, **options: Any) -> Any:
+        """``options``: incremental, against, checkpoint (see EventStore.verify_all)."""
+        return await self._file(path).call("verify_all", **options)
+
+    async def head_anchor(self, path: str) -> dict:
+        return await self._file(path).call("head_anchor")
 
     async def query(self, path: str, name: str, params: dict | None = None) -> list[dict]:
         """A named read-model query (see projections.views), reflecting every committed

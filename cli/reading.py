@@ -221,9 +221,6 @@ def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt 
             exported = load_anchor_text(against.read_text())
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             fail(f"cannot read the anchor {against}: {getattr(exc, 'strerror', None) or exc}")
-    if address and (incremental or anchor or against):
-        fail("--incremental, --anchor and --against work on the store file itself; "
-             "run them without --address when no cluster holds the store")
     if address:
         reader = open_reader(store, address)
     else:
@@ -238,8 +235,8 @@ def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt 
         except StoreError:
             reader = open_reader(store, None)
     try:
-        if address:
-            report = reader.verify_all()
+        if address:  # the store actor verifies (no progress bar across processes)
+            report = reader.verify_all(incremental=incremental, against=exported)
         else:
             with _progress("verifying") as progress:
                 report = reader.verify_all(progress=progress, incremental=incremental,
