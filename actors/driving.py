@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -62,14 +62,12 @@ class RunHandle:
 
     async def _append_locked(self, events: list[NewEvent], key: str | None) -> None:
         try:
-            stored = await self.store.append(self.run_id, events,
-                                             expected_version=self.state.version,
-                                             idempotency_key=key)
+            appended = await self.store.append(self.run_id, events,
+                                               expected_version=self.state.version,
+                                               idempotency_key=key)
         except ConcurrencyError as exc:
             raise LeaseLost(f"{self.run_id}: another driver appended ({exc})") from None
-        fresh = [e for e in stored if e.seq > self.state.version]  # a replayed key: none
-        if fresh:
-            self.state = project(fresh, self.state)
+        self.state = fold_appended(self.state, events, appended)
 
     async def append(self, payloads: list[d.DomainEvent], *, key: str | None,
                      actor: str = ACTOR, cause: str | None = None) -> None:
@@ -153,15 +151,15 @@ class RunDriver:
                 continue
             claim: list[d.DomainEvent] = [d.RunDriven(owner=self.owner, node=self.node)]
             claim += [resume] if resume is not None else []
+            events = [NewEvent(p, ACTOR) for p in claim]
             try:
-                stored = await self.store.append(
-                    run_id, [NewEvent(p, ACTOR) for p in claim],
-                    expected_version=state.version,
+                appended = await self.store.append(
+                    run_id, events, expected_version=state.version,
                     idempotency_key=f"claim:{self.owner}:{state.version}")
             except ConcurrencyError:
                 state = await self._read(run_id, state)
                 continue
-            state = project([e for e in stored if e.seq > state.version], state)
+            state = fold_appended(state, events, appended)
             log.info("run_claimed", run_id=run_id, owner=self.owner, version=state.version)
             return await self._run(RunHandle(self.store, run_id, state))
         raise InfraError("run lease", f"{run_id}: could not claim the run after "
@@ -278,6 +276,21 @@ class RunDriver:
         if snapshot is None:
             return None, f"no price data for {c.ticker} on or before {c.trade_date}"
         return snapshot, None
+
+
+class _Folded(NamedTuple):
+    seq: int
+    payload: d.DomainEvent
+
+
+def fold_appended(state: RunState, events: list[NewEvent],
+                  appended: list[tuple[int, int]]) -> RunState:
+    """The state after an append, from the payloads sent and the seqs the store gave them.
+    A replayed key returns seqs the state already has: nothing changes. (A key names one
+    request, so a replay stored exactly these payloads.)"""
+    fresh = [_Folded(seq, e.payload) for (seq, _), e in zip(appended, events, strict=True)
+             if seq > state.version]
+    return project(fresh, state) if fresh else state
 
 
 def opened_by(state: RunState) -> list[d.DomainEvent]:

@@ -25,10 +25,14 @@ class InfraError(RuntimeError):
         self.component = component
 
 
+#: What an append tells the cores: each event's (seq, position). They hold the payloads.
+Appended = list[tuple[int, int]]
+
+
 class StorePort(Protocol):
     async def append(self, stream: str, events: Sequence[NewEvent], *,
                      expected_version: int | None = None,
-                     idempotency_key: str | None = None) -> list[StoredEvent]: ...
+                     idempotency_key: str | None = None) -> Appended: ...
 
     async def read_stream(self, stream: str, *, from_seq: int = 1) -> list[StoredEvent]: ...
 
@@ -74,9 +78,10 @@ class LocalStore:
 
     async def append(self, stream: str, events: Sequence[NewEvent], *,
                      expected_version: int | None = None,
-                     idempotency_key: str | None = None) -> list[StoredEvent]:
-        return self.store.append(stream, list(events), expected_version=expected_version,
-                                 idempotency_key=idempotency_key)
+                     idempotency_key: str | None = None) -> Appended:
+        stored = self.store.append(stream, list(events), expected_version=expected_version,
+                                   idempotency_key=idempotency_key)
+        return [(e.seq, e.position) for e in stored]
 
     async def read_stream(self, stream: str, *, from_seq: int = 1) -> list[StoredEvent]:
         return self.store.read_stream(stream, from_seq=from_seq)

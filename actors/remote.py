@@ -84,10 +84,10 @@ class RemoteStore:
 
     async def append(self, stream: str, events: Sequence[NewEvent], *,
                      expected_version: int | None = None,
-                     idempotency_key: str | None = None) -> list[StoredEvent]:
+                     idempotency_key: str | None = None) -> list[tuple[int, int]]:
         return await self._call("append", self.path, stream, list(events),
                                 expected_version=expected_version,
-                                idempotency_key=idempotency_key)
+                                idempotency_key=idempotency_key, positions_only=True)
 
     async def read_stream(self, stream: str, *, from_seq: int = 1) -> list[StoredEvent]:
         return await self._call("read_stream", self.path, stream, from_seq)

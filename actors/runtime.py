@@ -38,7 +38,9 @@ def start(address: str | None = None, num_cpus: int | None = None) -> bool:
     if address:
         ray.init(address=address, **kwargs)
         return False
-    ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), **kwargs)
+    # "local": always a Ray of our own, even when `ray start` left a cluster on this machine
+    # (joining one is what --address is for)
+    ray.init(address="local", num_cpus=num_cpus or max(2, os.cpu_count() or 2), **kwargs)
     return True
 
 

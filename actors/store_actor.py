@@ -32,6 +32,9 @@ class EventStoreActor:
         return None
 
     def _file(self, path: str) -> OpenFile:
+        known = self._files.get(path)  # the common case, on every call: no imports, no checks
+        if known is not None:
+            return known
         problem = self.open(path)
         if problem:
             from events.store import StoreError
@@ -47,8 +50,12 @@ class EventStoreActor:
 
     async def append(self, path: str, stream: str, events: list,
                      expected_version: int | None = None,
-                     idempotency_key: str | None = None) -> list:
-        return await self._file(path).append(stream, events, expected_version, idempotency_key)
+                     idempotency_key: str | None = None, positions_only: bool = False) -> list:
+        """The stored events; with ``positions_only`` just their (seq, position) pairs: the
+        caller has the payloads, and shipping them back costs more than the append."""
+        stored = await self._file(path).append(stream, events, expected_version,
+                                               idempotency_key)
+        return [(e.seq, e.position) for e in stored] if positions_only else stored
 
     async def read_stream(self, path: str, stream: str, from_seq: int = 1) -> list:
         return await self._file(path).read_stream(stream, from_seq)
