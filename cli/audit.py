@@ -25,9 +25,10 @@ class AuditResult:
     reports: dict[str, str]
 
     def summary_lines(self) -> list[str]:
-        chain = "[green]intact[/]" if self.verified else f"[red]BROKEN[/]: {self.problem}"
-        match = ("[green]yes[/]" if self.decision_matches else
-                 f"[red]no[/] (recorded {self.rating}, completed {self.completed_rating}, "
+        # plain text: stdout prints data, never markup (a problem may contain "[...]")
+        chain = "intact" if self.verified else f"BROKEN: {self.problem}"
+        match = ("yes" if self.decision_matches else
+                 f"no (recorded {self.rating}, completed {self.completed_rating}, "
                  f"re-derived {self.rederived})")
         return [f"hash chain: {chain}", f"status: {self.status}",
                 f"rating: {self.rating or '-'}", f"decision re-derived from the model output "

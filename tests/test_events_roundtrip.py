@@ -49,7 +49,6 @@ def samples() -> dict[str, d.DomainEvent]:
     items = [
         d.RunRequested(run_id="run-20240510-nvda-1a2b", config=CONFIG),
         d.RunResumed(reason="crash recovery", token_budget=300_000, cost_budget_usd=4.0),
-        d.RunDriven(owner="worker-1/4f2a9c", node="a1b2c3"),
         d.RunCompleted(rating=Rating.OVERWEIGHT),
         d.RunFailed(kind="llm", reason="model refused 3 times", role="trader"),
         d.InstrumentResolved(instrument=Instrument(
@@ -97,6 +96,7 @@ def samples() -> dict[str, d.DomainEvent]:
         d.ReflectionRecorded(run_id="run-1", ticker="NVDA", trade_date=DAY,
                              reflection="The bear was right about valuation.",
                              model="anthropic/claude-sonnet-4"),
+        d.RunDriven(owner="worker-1/4f2a9c", node="a1b2c3"),
     ]
     return {event.type: event for event in items}
 

@@ -22,8 +22,8 @@ def test_fork_at_portfolio_manager_reuses_everything_before_it(cli, store_path, 
     assert head.forked_from == source_id and head.forked_at == "portfolio_manager"
     assert head.config.deep_model == "offline/deep-second-opinion"
     copied = [e for e in fork if e.actor == "fork"]
-    kept = [e.payload for e in source if e.type not in (
-        "RunRequested", "PortfolioDecisionIssued", "RunCompleted")
+    kept = [e.payload for e in source if e.type not in (  # a lease is the source's own
+        "RunRequested", "RunDriven", "PortfolioDecisionIssued", "RunCompleted")
         and getattr(e.payload, "turn_id", "") != "portfolio_manager"]
     assert [e.payload for e in copied] == kept  # same payloads, same order
     new_calls = [e.payload for e in fork if e.type == "LLMCallCompleted" and e.actor != "fork"]

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from events.duckdb_store import DuckDBEventStore
 from events.rating import Rating
+from events.roles import OUTPUT_OF_ROLE
 from projections.reports import render_reports
 from projections.run_state import project
 
-ROLES_12 = {"market", "social", "news", "fundamentals", "bull", "bear", "research_manager",
-            "trader", "aggressive", "conservative", "neutral", "portfolio_manager"}
+ROLES_12 = set(OUTPUT_OF_ROLE)  # every role that answers turns (the reflector does not)
 
 
 def run_json(cli, *args):
@@ -35,8 +35,8 @@ def test_full_run_on_real_data(cli, ohlcv_dir, store_path, tmp_path):
     events, verification = read(store_path, row["run_id"])
     assert verification.ok and [e.seq for e in events] == list(range(1, len(events) + 1))
     types = [e.type for e in events]
-    assert types[:4] == ["RunRequested", "InstrumentResolved", "MarketSnapshotTaken",
-                         "PastContextLoaded"]
+    assert types[:5] == ["RunRequested", "RunDriven", "InstrumentResolved",
+                         "MarketSnapshotTaken", "PastContextLoaded"]
     assert types[-2:] == ["PortfolioDecisionIssued", "RunCompleted"]
     spoke = {e.actor.removeprefix("role:") for e in events if e.type in (
         "AnalystReportSubmitted", "DebateArgumentMade", "InvestmentPlanIssued", "TradeProposed",
@@ -53,7 +53,7 @@ def test_full_run_on_real_data(cli, ohlcv_dir, store_path, tmp_path):
         if e.type.endswith(("Submitted", "Made", "Issued", "Proposed")):
             assert assigned[e.payload.turn_id] < e.seq and e.causation_id == e.payload.turn_id
     # the snapshot is the real last bar on or before the trade date (2024-05-10 is a Friday)
-    snap = events[2].payload.snapshot
+    snap = events[3].payload.snapshot
     assert str(snap.last_bar.date) == "2024-05-10" and snap.vendor == "local"
     csv_row = next(line for line in (ohlcv_dir / "NVDA.csv").read_text().splitlines()
                    if line.startswith("2024-05-10"))
@@ -87,7 +87,7 @@ def test_three_tickers_in_parallel_never_mix(cli, ohlcv_dir, store_path, tmp_pat
         assert verification.ok
         assert {e.stream for e in events} == {row["run_id"]}
         assert events[0].payload.config.ticker == row["ticker"]
-        snapshot = events[2].payload.snapshot
+        snapshot = next(e.payload.snapshot for e in events if e.type == "MarketSnapshotTaken")
         assert snapshot.symbol == row["ticker"]
         closes.add(snapshot.last_bar.close)
         tickers_in_tools = {e.payload.arguments.get("symbol") or e.payload.arguments.get("ticker")
@@ -137,6 +137,7 @@ def test_verify_command_checks_the_whole_store(cli, ohlcv_dir, store_path):
     report = json.loads(bad.stdout)
     assert bad.exit_code == 1 and report["ok"] is False
     (problem,) = report["problems"]
-    assert problem["stream"] == rows[0]["run_id"] and problem["first_bad_seq"] == 3
+    assert problem["stream"] == rows[0]["run_id"] and problem["first_bad_seq"] == 4  # RunRequested,
+    # RunDriven, InstrumentResolved, then the edited MarketSnapshotTaken
     replay = json.loads(cli("replay", rows[0]["run_id"], "--store", store_path, "--json").stdout)
     assert replay["verified"] is False and "altered" in replay["problem"]
