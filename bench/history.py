@@ -40,20 +40,19 @@ BATCH_RUNS = 200
 
 def cli(*args: str, check: bool = True) -> tuple[float, float, str]:
     """Run `ta-actors ARGS` in a fresh process: (seconds, peak RSS MiB, stdout)."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        started = time.perf_counter()
-        # RAY_ADDRESS=local: a `ray start` cluster left on this machine must not be joined
+    with tempfile.NamedTemporaryFile() as rss:
+        # /usr/bin/time -f %M: the peak RSS of the command itself (a child forked from this
+        # big process would inherit its high-water mark). RAY_ADDRESS=local: a `ray start`
+        # cluster left on this machine must not be joined.
         env = {"RAY_ADDRESS": "local"} | os.environ
-        proc = subprocess.Popen([EXE, *args], stdout=out, stderr=err, cwd=REPO, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, EXE, *args],
+                              capture_output=True, text=True, cwd=REPO, env=env)
         elapsed = time.perf_counter() - started
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        text = out.read().decode()
-        if check and proc.returncode != 0:
-            raise SystemExit(f"ta-actors {' '.join(args)} failed: {err.read().decode()[-800:]}")
-    return elapsed, usage.ru_maxrss / 1024, text
+        if check and done.returncode != 0:
+            raise SystemExit(f"ta-actors {' '.join(args)} failed: {done.stderr[-800:]}")
+        peak_kb = int(Path(rss.name).read_text().split()[-1])
+    return elapsed, peak_kb / 1024, done.stdout
 
 
 def make_templates(data_dir: Path, work: Path) -> Path:
@@ -176,8 +175,31 @@ def new_run(path: Path, data_dir: Path) -> tuple[float, float]:
     return seconds, context_seconds(path, row["run_id"])
 
 
+def past_context_query_s(path: Path) -> float:
+    """What the past-context step costs through the read model (the query the coordinator
+    calls, then the same text rendering), in process: median of 5."""
+    from events.duckdb_store import DuckDBEventStore
+    from events.views import open_views
+    from projections.memory import past_context
+    from projections.views import VIEWS, entries_from_rows
+    with DuckDBEventStore(path) as store:
+        views = open_views(store, VIEWS)
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            views.catch_up(store)
+            rows = views.query("past_context", {"ticker": "NVDA",
+                                                "trade_date": dt.date(2024, 5, 10)})
+            past_context(entries_from_rows(rows), "NVDA", dt.date(2024, 5, 10))
+            views.query("pending", {"ticker": "NVDA", "before": dt.date(2024, 5, 10)})
+            times.append(time.perf_counter() - started)
+        views.close()
+    return sorted(times)[2]
+
+
 def measure(path: Path, n_runs: int, data_dir: Path, empty_context: float) -> dict:
     store = ["--store", str(path)]
+    query_s = past_context_query_s(path)
     runs_s, runs_mb, out = cli("runs", "--limit", "50", "--json", *store)
     assert len(json.loads(out)) == 50
     memory_s, memory_mb, out = cli("memory", "show", "--ticker", "NVDA", "--json", *store)
@@ -194,6 +216,7 @@ def measure(path: Path, n_runs: int, data_dir: Path, empty_context: float) -> di
     bytes_per_run = payload_bytes(path) / n_runs
     run_s, context_s = new_run(path, data_dir)
     return {"runs_in_store": n_runs, "run_s": run_s, "context_s": context_s,
+            "past_context_query_s": query_s,
             "run_start_overhead_s": max(0.0, context_s - empty_context),
             "runs_list_s": runs_s, "runs_list_rss_mb": runs_mb,
             "memory_show_s": memory_s, "memory_show_rss_mb": memory_mb,
@@ -222,12 +245,25 @@ def main() -> None:
         empty_run_s, empty_context = new_run(work / "empty.duckdb", args.data_dir)
         print(f"empty store: run {empty_run_s:.1f} s, past context after {empty_context:.2f} s",
               file=sys.stderr)
+        base = {name: cli(*command, "--store", str(work / "empty.duckdb"))[:2]
+                for name, command in (("runs", ("runs", "--limit", "50", "--json")),
+                                      ("memory", ("memory", "show", "--ticker", "NVDA",
+                                                  "--json")),
+                                      ("stats", ("stats", "--by", "model", "--json")))}
+        print("the same commands on a one-run store (process start included): " + ", ".join(
+            f"{k} {t:.2f} s / {m:.0f} MB" for k, (t, m) in base.items()), file=sys.stderr)
         results = []
         for n in sizes:
-            path = work / f"history-{n}.duckdb"
-            path.unlink(missing_ok=True)
-            print(f"building {n:,} runs ...", file=sys.stderr, flush=True)
-            info = build(path, n, runs, resolution)
+            built, sidecar = work / f"history-{n}.built.duckdb", work / f"history-{n}.json"
+            if not (built.exists() and sidecar.exists()):  # else kept from an earlier call
+                built.unlink(missing_ok=True)
+                print(f"building {n:,} runs ...", file=sys.stderr, flush=True)
+                info = build(built, n, runs, resolution)
+                sidecar.write_text(json.dumps(info))
+            info = json.loads(sidecar.read_text())
+            path = work / f"history-{n}.duckdb"  # measured on a copy: a new run is added
+            for source in (built, *built.parent.glob(built.name + ".*")):  # + its anchor
+                shutil.copy(source, path.parent / source.name.replace(built.name, path.name))
             print(f"  {info['events']:,} events in {info['build_s']:.0f} s; rows "
                   f"{info['rows']}", file=sys.stderr)
             row = measure(path, n, args.data_dir, empty_context)
