@@ -108,15 +108,16 @@ class OpenFile:
             del self._recent[stream]
 
     async def read_stream(self, stream: str, from_seq: int = 1) -> list:
-        known = self._recent.get(stream)
-        if known is None:
+        cached = self._recent.get(stream)
+        if cached is None:
             appends = self._appends.get(stream, 0)
-            known = await asyncio.to_thread(self.store.read_stream, stream)
+            known: list = await asyncio.to_thread(self.store.read_stream, stream)
             if self._appends.get(stream, 0) == appends and known:  # no append raced the read
                 self._recent[stream] = known
                 while len(self._recent) > RECENT_STREAMS:
                     self._recent.popitem(last=False)
         else:
+            known = cached
             self._recent.move_to_end(stream)
         return known[from_seq - 1:]
 

@@ -82,7 +82,8 @@ def load_templates(path: Path) -> tuple[list[list], list]:
 
 
 def trading_days(start: dt.date, n: int) -> list[dt.date]:
-    days, day = [], start
+    days: list[dt.date] = []
+    day = start
     while len(days) < n:
         if day.weekday() < 5:
             days.append(day)
@@ -127,10 +128,12 @@ def build(path: Path, n_runs: int, runs: list[list], resolution: list) -> dict:
                 NewEvent(reflection.payload.model_copy(update=key), reflection.actor)]))
         if len(requests) >= BATCH_RUNS or i == n_runs - 1:
             results = store.append_batches(requests)
-            bad = [r for r in results if isinstance(r, Exception)]
-            if bad:
-                raise bad[0]
-            views.after_commit(store, [e for r in results for e in r])
+            stored = []
+            for r in results:
+                if isinstance(r, Exception):
+                    raise r
+                stored += r
+            views.after_commit(store, stored)
             requests = []
             if (i + 1) % 2000 == 0:
                 print(f"  built {i + 1:,} runs", file=sys.stderr, flush=True)
@@ -147,12 +150,15 @@ def payload_bytes(path: Path) -> int:
     import duckdb
     con = duckdb.connect(str(path), read_only=True)
     try:
-        total = con.execute("SELECT sum(strlen(payload)) FROM events").fetchone()[0] or 0
+        def scalar(sql: str) -> int:
+            row = con.execute(sql).fetchone()
+            return int(row[0] or 0) if row else 0
+        total = scalar("SELECT sum(strlen(payload)) FROM events")
         columns = con.execute(
             "SELECT column_name FROM duckdb_columns() WHERE table_name = 'bodies' "
             "AND data_type = 'VARCHAR' AND column_name <> 'id'").fetchall()
         for (column,) in columns:
-            total += con.execute(f"SELECT sum(strlen({column})) FROM bodies").fetchone()[0] or 0
+            total += scalar(f"SELECT sum(strlen({column})) FROM bodies")
         return int(total)
     finally:
         con.close()

@@ -232,8 +232,11 @@ class ViewRecorder:
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            return {name: self._con.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-                    for name in self._tables}
+            return {name: self._scalar(f"SELECT count(*) FROM {name}") for name in self._tables}
+
+    def _scalar(self, sql: str) -> Any:
+        row = self._con.execute(sql).fetchone()
+        return None if row is None else row[0]
 
     # ---- writing changes --------------------------------------------------------------------
     def _write(self, changes: list[Change]) -> None:
