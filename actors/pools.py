@@ -138,7 +138,7 @@ def ensure_pools(workers: int | None = None) -> Pools:
         ensure_market(i, nodes[i % len(nodes)])
         ensure_worker(i, nodes[i % len(nodes)])
     if workers is None:
-        where = ray.get([lookup(worker_name(i)).where.remote() for i in range(target)],
+        where = ray.get([ensure_worker(i).where.remote() for i in range(target)],
                         timeout=60) if target else []
         hosting = {w["node"] for w in where}
         for node in nodes:

@@ -39,9 +39,7 @@ from events.records import Message
 from events.store import AppendRequest
 
 STREAM_LEN = 100
-WORDS = ("revenue margin guidance datacenter demand supply valuation multiple momentum rsi "
-         "macd support resistance breakout earnings capex inventory hyperscaler export risk "
-         "catalyst downside upside consensus estimate revision volatility drawdown").split()
+WORDS = ["revenue", "margin", "guidance", "datacenter", "demand", "supply", "valuation", "multiple", "momentum", "rsi", "macd", "support", "resistance", "breakout", "earnings", "capex", "inventory", "hyperscaler", "export", "risk", "catalyst", "downside", "upside", "consensus", "estimate", "revision", "volatility", "drawdown"]
 CONFIG = RunConfig(ticker="NVDA", trade_date=dt.date(2024, 5, 10))
 KEY = os.urandom(32)  # a throwaway chain key: the benchmark never touches the user's key file
 

@@ -406,7 +406,7 @@ class EventStore(ABC):
             last = self._raw_range(end - 1, end) if end else []
             return _anchor(key, end, self._count_cached(), last[0].hash if last else GENESIS_HASH)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, not abstract: memory has none
         """Release the backend; the default has nothing to release."""
 
     def __enter__(self) -> EventStore:

@@ -73,9 +73,8 @@ def test_read_only_reads_and_refuses_to_write(filled, tmp_path):
 def test_read_only_while_this_process_writes_is_a_store_error(filled):
     """DuckDB refuses a second configuration of an open file in one process; that must come
     out as our StoreError with the path, not a raw duckdb exception."""
-    with DuckDBEventStore(filled):
-        with pytest.raises(StoreError, match=str(filled)):
-            DuckDBEventStore(filled, read_only=True)
+    with DuckDBEventStore(filled), pytest.raises(StoreError, match=str(filled)):
+        DuckDBEventStore(filled, read_only=True)
 
 
 # ---- failed transactions -------------------------------------------------------------------

@@ -156,10 +156,10 @@ def test_a_truncated_store_is_one_line_store_error(written, tmp_path, keep, read
     shutil.copy(written, damaged)
     size = int(written.stat().st_size * keep) if isinstance(keep, float) else keep
     os.truncate(damaged, size)
-    with pytest.raises(StoreError) as err:
-        with DuckDBEventStore(damaged, read_only=read_only) as store:
-            store.verify_all()
-            store.read_all()
+    with pytest.raises(StoreError) as err, DuckDBEventStore(damaged,
+                                                            read_only=read_only) as store:
+        store.verify_all()
+        store.read_all()
     message = str(err.value)
     assert message.startswith(f"{damaged} is not a valid ta-actors event store (corrupt or "
                               "truncated): ")
