@@ -274,23 +274,39 @@ def test_a_new_view_version_is_rebuilt_on_open(backend):
     append_projected(backend.store, rec, history())
     runs_before = rec.table_rows(RUNS)
     backend.restart(rec)
-    # version 2 of `runs` keeps only completed runs, in a new table
-    v2 = View("runs", 2, [Table("view_runs_v2", [("run_id", "VARCHAR"), ("rating", "VARCHAR")])],
-              ("RunCompleted",), lambda e: [Insert("view_runs_v2", {
+    # version 2 of `runs` keeps only completed runs, in a table of the same name
+    v2 = View("runs", 2, [Table(RUNS, [("run_id", "VARCHAR"), ("rating", "VARCHAR")])],
+              ("RunCompleted",), lambda e: [Insert(RUNS, {
                   "run_id": e.stream, "rating": e.payload.rating.value})],
-              {"done": "SELECT * FROM view_runs_v2 ORDER BY run_id"})
+              {"done": f"SELECT * FROM {RUNS} ORDER BY run_id"})
     rec = backend.recorder((v2, *VIEWS[1:]))
     assert rec.positions()["runs"] == backend.store.last_position()
     assert rec.query("done") == [{"run_id": r, "rating": g} for r, g in (
         ("r0", "Buy"), ("r1", "Buy"), ("r2", "Buy"), ("r3", "Buy"), ("r4", "Sell"))]
-    tables = {r[0] for r in rec._con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
-    assert "view_runs" not in tables  # the old version's table is gone
     version = rec._con.execute(f"SELECT version FROM {POSITIONS_TABLE} WHERE name = 'runs'"
                                ).fetchone()[0]
     assert version == 2
     backend.restart(rec)
     rec = backend.recorder()  # back to version 1: rebuilt again, same rows as before
     assert rec.table_rows(RUNS) == runs_before
+    rec.close()
+
+
+def test_catching_up_in_chunks_reports_progress(backend):
+    fill(backend.store, history())  # nothing projected yet
+    rec = ViewRecorder(connection_for(backend.store) if isinstance(backend, DuckDBBackend)
+                       else backend.con.cursor(), VIEWS)
+    seen: list[tuple[int, int]] = []
+    last = backend.store.last_position()
+    read = rec.catch_up(backend.store, chunk=4, progress=lambda p, n: seen.append((p, n)))
+    assert read == len(backend.store.read_all(types=sorted({t for v in VIEWS for t in v.types})))
+    assert len(seen) >= read // 4 and seen[-1] == (last, last)
+    assert [p for p, _ in seen] == sorted(p for p, _ in seen)
+    fresh = backend.fresh()
+    assert rows_of(rec) == rows_of(fresh) and rec.positions() == dict.fromkeys(
+        ("runs", "memory", "calls"), last)
+    assert rec.catch_up(backend.store) == 0  # nothing left
+    fresh.close()
     rec.close()
 
 
