@@ -69,6 +69,14 @@ class ActorCaller:
             delay = min(2.0, delay * 2)
 
 
+def _error(outcome: tuple) -> Exception:
+    """An append's error, rebuilt from the plain data the store actor sent."""
+    from events.store import ConcurrencyError, StoreError
+    if outcome[0] == "conflict":
+        return ConcurrencyError(*outcome[1:])
+    return StoreError(f"{outcome[1]}: {outcome[2]}")
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -76,18 +84,46 @@ def _first_line(exc: BaseException) -> str:
 
 class RemoteStore:
     """StorePort: one file of the event-store actor. Appends carry idempotency keys (or an
-    expected version), so a call retried after the actor restarted cannot write twice."""
+    expected version), so a call retried after the actor restarted cannot write twice.
+
+    Appends are group-committed on this side too: while one call to the store is in flight,
+    the appends of every run in this worker queue up and go together in the next call, so
+    a busy worker makes a few store calls, not one per event (a Ray call costs the single
+    store process more than the append itself)."""
 
     def __init__(self, path: str):
         self.path = path
         self._call = ActorCaller(pools.STORE)
+        self._pending: list[tuple[tuple, asyncio.Future]] = []
+        self._sender: asyncio.Task | None = None
 
     async def append(self, stream: str, events: Sequence[NewEvent], *,
                      expected_version: int | None = None,
                      idempotency_key: str | None = None) -> list[tuple[int, int]]:
-        return await self._call("append", self.path, stream, list(events),
-                                expected_version=expected_version,
-                                idempotency_key=idempotency_key, positions_only=True)
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(((stream, list(events), expected_version, idempotency_key),
+                              future))
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._send())
+        return await future
+
+    async def _send(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                outcomes = await self._call("append_batch", self.path, [r for r, _ in batch])
+            except BaseException as exc:  # noqa: BLE001 - every waiter learns it
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if isinstance(outcome, list):
+                    future.set_result(outcome)
+                else:
+                    future.set_exception(_error(outcome))
 
     async def read_stream(self, stream: str, *, from_seq: int = 1) -> list[StoredEvent]:
         return await self._call("read_stream", self.path, stream, from_seq)

@@ -57,6 +57,18 @@ class EventStoreActor:
                                                idempotency_key)
         return [(e.seq, e.position) for e in stored] if positions_only else stored
 
+    async def append_batch(self, path: str, requests: list[tuple]) -> list:
+        """Many appends in one call — a worker's client-side group commit: each request is
+        (stream, events, expected_version, idempotency_key); each answer is its (seq,
+        position) pairs, or its error as plain data (exceptions with their own constructor
+        arguments do not survive pickling)."""
+        import asyncio
+        open_file = self._file(path)
+        results = await asyncio.gather(*(open_file.append(stream, events, expected, key)
+                                         for stream, events, expected, key in requests),
+                                       return_exceptions=True)
+        return [_outcome(r) for r in results]
+
     async def read_stream(self, path: str, stream: str, from_seq: int = 1) -> list:
         return await self._file(path).read_stream(stream, from_seq)
 
@@ -98,6 +110,15 @@ class EventStoreActor:
         open_file = self._file(path)
         return {"path": path, "commits": open_file.commits,
                 "position": open_file.store.last_position()}
+
+
+def _outcome(result: Any) -> Any:
+    from events.store import ConcurrencyError
+    if isinstance(result, ConcurrencyError):
+        return ("conflict", result.stream, result.expected, result.actual)
+    if isinstance(result, BaseException):
+        return ("error", type(result).__name__, str(result))
+    return [(e.seq, e.position) for e in result]
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
+if TYPE_CHECKING:  # the definitions are imported by light processes (workers): no duckdb
+    import duckdb
 
 POSITIONS_TABLE = "view_positions"
 CHUNK = 5000
@@ -321,6 +322,7 @@ class ViewRecorder:
 def connection_for(store: Any) -> duckdb.DuckDBPyConnection:
     """Where ``store``'s read models live: in its own DuckDB file (a second connection to the
     same database), or in memory next to a store that has no file."""
+    import duckdb
     con = getattr(store, "_con", None)
     if isinstance(con, duckdb.DuckDBPyConnection):
         return con.cursor()

@@ -255,7 +255,7 @@ def test_budget_stop_then_resume_repeats_no_call(cli, ohlcv_dir, store_path):
     events, verification = read(store_path, run_id)
     assert verification.ok and events[: len(stopped)] == stopped  # the record only grew
     types = [e.type for e in events[len(stopped):]]
-    assert types[0] == "RunResumed" and types[-2:] == ["PortfolioDecisionIssued", "RunCompleted"]
+    assert types[:2] == ["RunDriven", "RunResumed"] and types[-2:] == ["PortfolioDecisionIssued", "RunCompleted"]
     calls = payloads(events, "LLMCallCompleted")
     keys = [(c.turn_id, c.call_index) for c in calls]
     assert len(keys) == len(set(keys))  # each model call recorded once
