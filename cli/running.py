@@ -205,8 +205,8 @@ def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as
     session.append_many([(run_id, events, f"request:{run_id}")
                          for run_id, events in requests if events])
     run_ids = [run_id for run_id, _ in requests]
-    if resume is not None:
-        _say_who_drives(session, run_ids[0], follow)
+    if resume is not None and follow:
+        _say_who_drives(session, run_ids[0])
     progress = _Progress(session, run_ids, started, quiet=as_json)
     try:
         with progress:
@@ -224,20 +224,23 @@ def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as
         write_files(folder, render_reports(state))
         row = _row(run_id, state, folder)
         summary = summaries.get(run_id, {})
+        if summary.get("status") == "busy":  # --no-follow: someone else drives it
+            display.err.print(f"run {run_id} is being driven by {summary.get('driver')}; not "
+                              "touching it (--no-follow)", markup=False, emoji=False,
+                              soft_wrap=True)
         if summary.get("status") in ("busy", "incomplete"):
             row |= {"status": summary["status"], "reason": summary.get("reason")}
         rows.append(row)
     return rows
 
 
-def _say_who_drives(session: Any, run_id: str, follow: bool) -> None:
-    """A resume of a run that a live driver owns follows it (or stops) and says so."""
+def _say_who_drives(session: Any, run_id: str) -> None:
+    """A resume of a run that a live driver owns follows it, and says so first."""
     from projections.run_state import project
     state = project(session.read_stream(run_id))
     if state.driver and not state.finished and session.owner_alive(state.driver, run_id):
-        action = "following it to its end" if follow else "not touching it (--no-follow)"
-        display.err.print(f"run {run_id} is being driven by {state.driver}; {action}",
-                          markup=False, emoji=False, soft_wrap=True)
+        display.err.print(f"run {run_id} is being driven by {state.driver}; following it to "
+                          "its end", markup=False, emoji=False, soft_wrap=True)
 
 
 class _Progress:
