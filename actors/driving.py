@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NamedTuple
 
 import structlog
@@ -79,20 +79,25 @@ class RunHandle:
                      cause: str | None = None) -> None:
         await self.append([payload], key=key, actor=actor, cause=cause)
 
-    async def submit(self, output: d.DomainEvent, *, actor: str) -> None:
+    async def submit(self, output: d.DomainEvent, *, actor: str,
+                     calls: Sequence[d.LLMCallCompleted] = ()) -> None:
         """Append a role's output if it is in turn (raise Refused otherwise), together with
-        the assignments it opens: one commit per turn."""
+        the model call it came from (if not recorded yet) and the assignments it opens: one
+        commit per turn."""
+        turn_id = getattr(output, "turn_id", None)
+        records = [NewEvent(c, actor, turn_id) for c in calls]
         async with self._lock:
             reason = refusal(self.state, output)
             if reason:
                 log.warning("output_refused", run_id=self.run_id, type=output.type,
                             actor=actor, reason=reason)
+                for call, record in zip(calls, records, strict=True):  # they were made:
+                    await self._append_locked([record], f"{turn_id}:llm:{call.call_index}")
                 raise Refused(f"{self.run_id}: refused {output.type} from {actor}: {reason}")
-            turn_id = getattr(output, "turn_id", None)
             key = f"{turn_id}:output" if turn_id else f"{output.type}:{self.state.version}"
             opened = opened_by(apply(self.state, output))
-            events = [NewEvent(output, actor, turn_id)] + [NewEvent(p, ACTOR, turn_id)
-                                                          for p in opened]
+            events = records + [NewEvent(output, actor, turn_id)] + [
+                NewEvent(p, ACTOR, turn_id) for p in opened]
             await self._append_locked(events, key)
 
 
@@ -227,19 +232,23 @@ class RunDriver:
         for task in done:
             turn_id = by_task[task]
             del inflight[turn_id]
-            output = task.result()  # InfraError / LeaseLost propagate to _run
+            output, calls = task.result()  # InfraError / LeaseLost propagate to _run
             if isinstance(output, d.RunFailed):
                 if not run.state.finished:
                     await run.append([output], key=f"failed:{turn_id}:{run.state.version}",
                                      actor=f"role:{output.role}", cause=turn_id)
                 return
-            await run.submit(output, actor=f"role:{speaker_of(output)}")
+            await run.submit(output, actor=f"role:{speaker_of(output)}", calls=calls)
 
-    async def _play(self, run: RunHandle, turn: Turn) -> d.DomainEvent:
+    async def _play(self, run: RunHandle, turn: Turn
+                    ) -> tuple[d.DomainEvent, list[d.LLMCallCompleted]]:
+        """The turn's output and its final model call, not yet recorded (or a RunFailed)."""
+        role_turn = RoleTurn(run, turn, self.llm, self.market)
         try:
-            return await RoleTurn(run, turn, self.llm, self.market).run_turn()
+            return await role_turn.run_turn(), role_turn.unrecorded
         except TurnFailed as exc:
-            return d.RunFailed(kind=exc.kind, reason=str(exc), role=turn.role)
+            await role_turn._record_unrecorded()
+            return d.RunFailed(kind=exc.kind, reason=str(exc), role=turn.role), []
 
     # ---- context before the analysts ----------------------------------------------------
     async def _prepare(self, run: RunHandle) -> None:

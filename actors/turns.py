@@ -68,6 +68,10 @@ class RoleTurn:
         self.start = run.state  # what the role is shown: the run as the turn began
         self.recorded = list(self.start.calls.get(turn.turn_id, ()))
         self.actor = f"role:{self.role}"
+        #: the turn's last model call, made but not yet recorded: it is appended together
+        #: with the output it yields (one store round trip less per turn, same guarantee —
+        #: a crash before that append loses the call either way)
+        self.unrecorded: list[d.LLMCallCompleted] = []
 
     def _recorded(self, cls: type, **match: Any) -> Any:
         for e in self.recorded:
@@ -89,8 +93,10 @@ class RoleTurn:
         await self.run.record(payload, key=key, actor=self.actor, cause=self.turn.turn_id)
 
     async def call_model(self, index: int, messages: list[Message], tools: list,
-                         schema: str | None = None) -> d.LLMCallCompleted:
-        """Model call ``index`` of this turn: replayed if recorded, else made and recorded."""
+                         schema: str | None = None, final: bool = False
+                         ) -> d.LLMCallCompleted:
+        """Model call ``index`` of this turn: replayed if recorded, else made and recorded
+        (a ``final`` call is left in ``unrecorded``, to go with the turn's output)."""
         done = self._recorded(d.LLMCallCompleted, call_index=index)
         if done is not None:
             return done
@@ -108,8 +114,16 @@ class RoleTurn:
                 f"{self.turn.turn_id}:llm-failed:{index}:{len(attempts)}")
             raise TurnFailed("llm", f"{self.role}: {message}") from None
         event = completed_call(self.turn.turn_id, self.role, index, request, reply)
-        await self._record(event, f"{self.turn.turn_id}:llm:{index}")
+        if final:
+            self.unrecorded.append(event)
+        else:
+            await self._record(event, f"{self.turn.turn_id}:llm:{index}")
         return event
+
+    async def _record_unrecorded(self) -> None:
+        for event in self.unrecorded:
+            await self._record(event, f"{self.turn.turn_id}:llm:{event.call_index}")
+        self.unrecorded = []
 
     async def call_tool(self, index: int, j: int, name: str, args: dict) -> ToolResult:
         call_id = f"{self.turn.turn_id}:tool:{index}:{j}"
@@ -145,7 +159,7 @@ class RoleTurn:
         if ROLES[self.role].stage == "analyst":
             return await self._analyst(messages)
         schema = SCHEMA_OF_ROLE.get(self.role)
-        call = await self.call_model(0, messages, [], schema)
+        call = await self.call_model(0, messages, [], schema, final=True)
         return self._output(call, schema)
 
     async def _analyst(self, messages: list[Message]) -> d.DomainEvent:
@@ -153,13 +167,16 @@ class RoleTurn:
         tools = [TOOL_SPECS[n] for n in TOOLS_OF_ROLE[self.role]]
         used, index, capped = 0, 0, False  # replay re-walks the loop from recorded calls
         while True:
-            call = await self.call_model(index, messages, [] if capped else tools)
+            # any call may be the last (no tool calls asked): it waits for the output, and is
+            # recorded at once only when the loop goes on
+            call = await self.call_model(index, messages, [] if capped else tools, final=True)
             messages = messages + [Message(role="assistant", content=call.response_text,
                                            tool_calls=call.tool_calls)]
             if not call.tool_calls or capped:
                 text = call.response_text.strip() or "(the model returned an empty report)"
                 return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
                                                 report=text)
+            await self._record_unrecorded()  # the loop goes on: the call is used now
             allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
             results = list(await asyncio.gather(*(  # are independent: fetch them together
                 self.call_tool(index, j, tc.name, tc.arguments) for j, tc in enumerate(allowed))))

@@ -108,7 +108,10 @@ def measure(sizes: list[int], latency: float, address: str | None, workdir: Path
     bench.run(1, 0.0)  # warm-up: every replica started, imports done
     _, _, rows = bench.run(1, latency)
     from events.duckdb_store import DuckDBEventStore
-    with DuckDBEventStore(workdir / f"s{bench.count}.duckdb", read_only=True) as store:
+    path = workdir / f"s{bench.count}.duckdb"
+    if address:  # on a cluster the store actor keeps the file: let it go first
+        runtime.release_store(runtime.store_actor(path))
+    with DuckDBEventStore(path, read_only=True) as store:
         events = store.read_stream(rows[0]["run_id"])
     per_turn: dict[str, int] = {}
     for e in events:
