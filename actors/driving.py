@@ -29,6 +29,7 @@ from events.envelope import NewEvent
 from events.records import Instrument
 from events.roles import speaker_of
 from events.store import ConcurrencyError
+from projections.reports import render_reports
 from projections.run_state import RunState, apply, project
 from projections.schedule import Turn, next_step, refusal
 
@@ -312,6 +313,15 @@ def opened_by(state: RunState) -> list[d.DomainEvent]:
 
 
 def summary(run_id: str, state: RunState, status: str | None = None) -> dict:
-    return {"run_id": run_id, "ticker": state.ticker, "status": status or state.status,
-            "rating": state.rating, "driver": state.driver,
-            "reason": state.failure.reason if state.failure else None}
+    """What the command that asked for the run needs to report it: a finished run comes
+    with its figures and its rendered reports, so nobody reads its stream again for them."""
+    out: dict[str, Any] = {
+        "run_id": run_id, "ticker": state.ticker, "status": status or state.status,
+        "rating": state.rating, "driver": state.driver,
+        "reason": state.failure.reason if state.failure else None}
+    if state.finished and status is None:
+        u = state.usage
+        out |= {"trade_date": str(state.config.trade_date), "decided": state.decision is not None,
+                "llm_calls": u.llm_calls, "tool_calls": u.tool_calls, "tokens": u.tokens,
+                "cost_usd": round(u.cost_usd, 6), "reports": render_reports(state)}
+    return out

@@ -219,11 +219,15 @@ def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as
         raise typer.Exit(130) from None
     rows = []
     for run_id in run_ids:
-        state = project(session.read_stream(run_id))
         folder = _reports_dir(store, out, run_id)
-        write_files(folder, render_reports(state))
-        row = _row(run_id, state, folder)
         summary = summaries.get(run_id, {})
+        if "reports" in summary:  # a finished run: its driver sent figures and reports
+            write_files(folder, summary["reports"])
+            row = _summary_row(summary, folder)
+        else:  # not finished here (busy elsewhere, or lost): what its events say so far
+            state = project(session.read_stream(run_id))
+            write_files(folder, render_reports(state))
+            row = _row(run_id, state, folder)
         if summary.get("status") == "busy":  # --no-follow: someone else drives it
             display.err.print(f"run {run_id} is being driven by {summary.get('driver')}; not "
                               "touching it (--no-follow)", markup=False, emoji=False,
@@ -317,6 +321,15 @@ def _row(run_id: str, state: Any, folder: Path) -> dict:
             "reports": str(folder / "complete_report.md") if state.decision else None,
             "llm_calls": state.usage.llm_calls, "tool_calls": state.usage.tool_calls,
             "tokens": state.usage.tokens, "cost_usd": round(state.usage.cost_usd, 6)}
+
+
+def _summary_row(s: dict, folder: Path) -> dict:
+    """The same row as ``_row``, from a finished run's summary."""
+    return {"ticker": s["ticker"], "trade_date": s["trade_date"], "run_id": s["run_id"],
+            "status": s["status"], "rating": s["rating"], "reason": s["reason"],
+            "reports": str(folder / "complete_report.md") if s["decided"] else None,
+            "llm_calls": s["llm_calls"], "tool_calls": s["tool_calls"], "tokens": s["tokens"],
+            "cost_usd": s["cost_usd"]}
 
 
 def _finish(rows: list[dict], as_json: bool, scores: list | None = None) -> None:
