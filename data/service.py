@@ -6,6 +6,8 @@ requested range can never leak the future into a run."""
 from __future__ import annotations
 
 import datetime as dt
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput
@@ -14,6 +16,7 @@ from events.settings import setting
 
 from . import snapshot as snap
 from .frames import between
+from .indicators import compute
 from .limits import VENDOR_RATES, Throttle, ThrottledVendor
 from .model import NoData, day_of
 from .router import Answer, DataError, route
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
 
 __all__ = ["MarketData", "DataError"]
 VENDOR_NAMES = tuple(VENDOR_CATEGORIES)
+
+
+#: Past-window answers a replica keeps (bars, indicators), most recently used first.
+MEMO_SIZE = 512
 
 
 class MarketData:
@@ -48,6 +55,8 @@ class MarketData:
             from .cache import Cache
             self._cache = Cache(cache_path)
         self._instances: dict[str, Any] = {}
+        self._memo: OrderedDict[tuple, Any] = OrderedDict()
+        self._memo_lock = threading.Lock()
 
     # -- vendors ---------------------------------------------------------------------------
     def _vendor(self, name: str) -> Any:
@@ -96,6 +105,23 @@ class MarketData:
                call: Callable[[Callable], Any], what: str) -> Answer:
         return route(self.chain(category, tool), capability, call, what)
 
+    def _memoized(self, key: tuple, end: dt.date, make: Callable[[], Any]) -> Any:
+        """``make()``, kept for the same ``key`` when its window ended before today (a past
+        window never changes): a run asks for the same bars, snapshot and indicators several
+        times (context, then the market analyst's tools). Errors are never kept."""
+        if end >= dt.date.today():
+            return make()
+        with self._memo_lock:
+            if key in self._memo:
+                self._memo.move_to_end(key)
+                return self._memo[key]
+        value = make()
+        with self._memo_lock:
+            self._memo[key] = value
+            while len(self._memo) > MEMO_SIZE:
+                self._memo.popitem(last=False)
+        return value
+
     # -- guarded fetches (each drops whatever is after the trade date) ---------------------
     def bars(self, symbol: str, start: dt.date, end: dt.date, *, category: str = "prices",
              tool: str | None = None) -> Answer:
@@ -104,7 +130,21 @@ class MarketData:
             if got.empty:
                 raise NoData(f"no bars between {start} and {end}")
             return got
-        return self._route(category, tool, "prices", call, f"prices for {symbol}")
+        return self._memoized(
+            ("bars", symbol, start, end, self._chain_names(category, tool)), end,
+            lambda: self._route(category, tool, "prices", call, f"prices for {symbol}"))
+
+    def indicator(self, symbol: str, start: dt.date, end: dt.date, name: str, bars: Any, *,
+                  category: str = "prices", tool: str | None = None) -> Any:
+        """The named indicator over the bars ``bars(symbol, start, end, ...)`` answered."""
+        return self._memoized(
+            ("indicator", symbol, start, end, self._chain_names(category, tool), name), end,
+            lambda: compute(name, bars))
+
+    def _chain_names(self, category: str, tool: str | None) -> tuple[str, ...]:
+        """The vendors that answer: the memo's key (a tool without its own chain shares)."""
+        names = self.tool_vendors.get(tool) if tool else None
+        return tuple(names or self.vendors.get(category, ()))
 
     def statement(self, symbol: str, kind: str, freq: str, trade_date: dt.date,
                   tool: str | None = None) -> Answer:
@@ -176,10 +216,13 @@ class MarketData:
     def snapshot(self, ticker: str, trade_date: dt.date, n_closes: int = 30,
                  tool: str | None = None) -> MarketSnapshot | None:
         symbol = to_yahoo(ticker)
-        answer = self.bars(symbol, snap.history_start(trade_date), trade_date, tool=tool)
+        start = snap.history_start(trade_date)
+        answer = self.bars(symbol, start, trade_date, tool=tool)
         if not answer.found:
             return None
-        return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes)
+        return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes,
+                          compute_fn=lambda name, bars: self.indicator(
+                              symbol, start, trade_date, name, bars, tool=tool))
 
     def identity(self, ticker: str) -> Instrument:
         ticker = str(ticker or "").strip().upper()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from events.records import Bar, MarketSnapshot
@@ -33,15 +34,18 @@ def _num(value: float) -> float | None:
 
 
 def build(symbol: str, trade_date: dt.date, bars: "pd.DataFrame", vendor: str,
-          n_closes: int = 30) -> MarketSnapshot | None:
-    """Snapshot from normalised bars; None when there is no bar on or before the date."""
+          n_closes: int = 30, compute_fn: Callable[[str, "pd.DataFrame"], "pd.Series"] = compute
+          ) -> MarketSnapshot | None:
+    """Snapshot from normalised bars; None when there is no bar on or before the date.
+    ``compute_fn`` may answer an indicator from a memo of the same bars."""
     import pandas as pd
     bars = bars[bars.index <= pd.Timestamp(trade_date)]
     if bars.empty:
         return None
     last = bars.iloc[-1]
     day = bars.index[-1].date()
-    indicators = {name: _num(compute(name, bars).iloc[-1]) for name in SNAPSHOT_INDICATORS}
+    indicators = {name: _num(compute_fn(name, bars).iloc[-1])
+                  for name in SNAPSHOT_INDICATORS}
     tail = bars["close"].iloc[-n_closes:]
     return MarketSnapshot(
         symbol=symbol, trade_date=trade_date,

@@ -14,7 +14,7 @@ from typing import Any
 from events.config import InvalidInput
 from events.records import ToolResult, ToolSpec
 
-from .indicators import INDICATORS, UnknownIndicator, compute
+from .indicators import INDICATORS, UnknownIndicator
 from .snapshot import history_start
 from .symbols import to_yahoo
 
@@ -135,11 +135,13 @@ def _indicators(md, a: _Args) -> ToolResult:
         raise UnknownIndicator(f"unknown indicator {indicator!r}; valid indicators: "
                                + ", ".join(INDICATORS))
     curr, back = a.date("curr_date"), a.int("look_back_days", 30, 1, 365)
-    ans = md.bars(sym, history_start(curr), curr, category=a.category, tool=a.name)
+    start = history_start(curr)
+    ans = md.bars(sym, start, curr, category=a.category, tool=a.name)
     if not ans.found:
         return no_data(f"prices to compute {indicator} for {_who(asked, sym)} up to {curr}",
                        ans.reasons)
-    values = compute(indicator, ans.value)
+    values = md.indicator(sym, start, curr, indicator, ans.value, category=a.category,
+                          tool=a.name)
     window = values[values.index >= values.index[-1] - dt.timedelta(days=back)]
     lines = [f"# {indicator} for {sym} from {curr - dt.timedelta(days=back)} to {curr} "
              f"(vendor {ans.vendor}): {INDICATORS[indicator].description}"]

@@ -40,3 +40,19 @@ def test_a_throttled_vendor_waits_before_every_data_call():
     bars = vendor.prices("NVDA", dt.date(2024, 5, 1), dt.date(2024, 5, 10))
     vendor.insider("NVDA")
     assert not bars.empty and seen == ["synthetic", "synthetic"] and vendor.name == "synthetic"
+
+
+def test_past_windows_are_answered_once_per_replica_and_today_is_always_fetched():
+    from data.service import MarketData
+    from data.snapshot import history_start
+    md = MarketData(vendors={"prices": ("synthetic",), "indicators": ("synthetic",)})
+    day = dt.date(2024, 5, 10)
+    first = md.bars("NVDA", history_start(day), day)
+    assert md.bars("NVDA", history_start(day), day) is first  # kept: a past window is fixed
+    rsi = md.indicator("NVDA", history_start(day), day, "rsi", first.value)
+    assert md.indicator("NVDA", history_start(day), day, "rsi", first.value) is rsi
+    snapshot = md.snapshot("NVDA", day)
+    assert snapshot.indicators["rsi"] == round(float(rsi.iloc[-1]), 6)  # shared, same value
+    today = dt.date.today()
+    assert md.bars("NVDA", history_start(today), today) is not md.bars(
+        "NVDA", history_start(today), today)  # today's window may still change
