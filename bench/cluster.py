@@ -27,6 +27,9 @@ TICKERS = ("NVDA", "AAPL", "MSFT", "AMZN", "GOOGL", "META", "TSLA", "SPY", "AMD"
            "IBM", "CSCO", "QCOM", "TXN", "AVGO")
 
 
+WORKERS: int | None = None  # --workers for every run (default: one replica per node)
+
+
 def tickers(n: int) -> list[str]:
     """n distinct synthetic tickers (the synthetic vendor knows any symbol)."""
     return [TICKERS[i] if i < len(TICKERS) else f"T{i:03d}" for i in range(n)]
@@ -62,6 +65,8 @@ class Bench:
                 str(latency), "--store", str(self.workdir / f"s{self.count}.duckdb"), "--json"]
         if self.address:
             args += ["--address", self.address]
+        if WORKERS:
+            args += ["--workers", str(WORKERS)]
         with PeakSampler() as sampler:
             started = time.perf_counter()
             result = self.runner.invoke(self.app, args, catch_exceptions=False)
@@ -151,11 +156,15 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--sizes", default="1,8,32,64")
     parser.add_argument("--no-cluster", action="store_true")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="worker and market-data replicas (default: one per node)")
     parser.add_argument("--simulate", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     sizes = [int(s) for s in args.sizes.split(",")]
+    global WORKERS
+    WORKERS = args.workers
     workdir = Path(tempfile.mkdtemp(prefix="ta-bench-cluster-"))
     os.environ["TA_ACTORS_CACHE"] = str(workdir / "cache.duckdb")
     if args.simulate:  # child process: a simulated cluster of its own
@@ -177,7 +186,8 @@ def main() -> None:
         ray.shutdown()
         print("simulated 3-node cluster:", flush=True)
         child = subprocess.run([sys.executable, "-m", "bench.cluster", "--simulate", "3",
-                                "--latency", str(args.latency), "--sizes", args.sizes],
+                                "--latency", str(args.latency), "--sizes", args.sizes]
+                               + (["--workers", str(args.workers)] if args.workers else []),
                                capture_output=True, text=True, cwd=REPO)
         lines = [ln for ln in child.stdout.splitlines() if ln.strip()]
         for line in lines[:-1]:
