@@ -26,6 +26,7 @@ from actors.ports import InfraError, LLMPort, MarketPort, StorePort
 from actors.turns import RoleTurn, TurnFailed
 from events import domain as d
 from events.envelope import NewEvent
+from events.errors import one_line
 from events.records import Instrument
 from events.roles import speaker_of
 from events.store import ConcurrencyError
@@ -46,11 +47,6 @@ class Refused(Exception):
 
 class LeaseLost(Exception):
     """Another driver appended to the run: this one stops without writing anything more."""
-
-
-def one_line(exc: BaseException) -> str:
-    text = str(getattr(exc, "cause", None) or exc)
-    return text.splitlines()[0] if text.strip() else type(exc).__name__
 
 
 class RunHandle:

@@ -5,6 +5,7 @@ snapshot) so that every role works from the same exact numbers.
 """
 from __future__ import annotations
 
+from events.roles import DEBATE_ORDER, RISK_ORDER, ROLES
 from projections.reports import ANALYST_TITLES, SPEAKER_TITLES
 from projections.run_state import RunState, Speech
 
@@ -129,11 +130,12 @@ def _language(s: RunState) -> str:
 def user_message(role: str, s: RunState) -> str:
     """The first user message of a turn: context + what this role needs to see."""
     ctx = context_block(s)
-    if role in ("market", "social", "news", "fundamentals"):
+    stage = ROLES[role].stage if role in ROLES else None
+    if stage == "analyst":
         task = f"Write the {ANALYST_TITLES[role].lower()} report for {s.config.ticker}."
         body = f"{ctx}\n\n{GROUNDING}\n\n{task}"
-    elif role in ("bull", "bear"):
-        other = "bear" if role == "bull" else "bull"
+    elif stage == "debate":
+        other = next(r for r in DEBATE_ORDER if r != role)
         body = (f"{ctx}\n\n{_reports(s)}\n\n## Debate so far\n{_history(s.debate)}\n\n"
                 f"## The {other}'s last argument\n{_latest(s.debate, other)}\n\n{GROUNDING}\n\n"
                 f"Make your next argument as the {role}.")
@@ -143,8 +145,8 @@ def user_message(role: str, s: RunState) -> str:
     elif role == "trader":
         body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n{GROUNDING}\n\n"
                 "Propose the trade. End with 'FINAL TRANSACTION PROPOSAL: **BUY|HOLD|SELL**'.")
-    elif role in ("aggressive", "conservative", "neutral"):
-        others = [r for r in ("aggressive", "conservative", "neutral") if r != role]
+    elif stage == "risk":
+        others = [r for r in RISK_ORDER if r != role]
         latest = "\n\n".join(f"## Latest from the {o} analyst\n{_latest(s.risk, o)}" for o in others)
         body = (f"{ctx}\n\n## Trader's proposal\n{s.proposal.render()}\n\n{_reports(s)}\n\n"
                 f"## Risk debate so far\n{_history(s.risk)}\n\n{latest}\n\n{GROUNDING}\n\n"

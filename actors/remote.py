@@ -20,6 +20,7 @@ from ray import exceptions as rex
 from actors import pools
 from actors.ports import InfraError
 from events.envelope import NewEvent, StoredEvent
+from events.errors import one_line
 
 log = structlog.get_logger("actors.remote")
 
@@ -62,9 +63,9 @@ class ActorCaller:
             self._handle = None
             self.retries += 1
             if time.monotonic() > deadline:
-                raise InfraError(f"actor {self.name}", _first_line(error)) from None
+                raise InfraError(f"actor {self.name}", one_line(error)) from None
             log.warning("actor_call_retry", actor=self.name, method=method,
-                        error=_first_line(error))
+                        error=one_line(error))
             await asyncio.sleep(delay)
             delay = min(2.0, delay * 2)
 
@@ -75,11 +76,6 @@ def _error(outcome: tuple) -> Exception:
     if outcome[0] == "conflict":
         return ConcurrencyError(*outcome[1:])
     return StoreError(f"{outcome[1]}: {outcome[2]}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class RemoteStore:

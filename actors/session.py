@@ -20,6 +20,7 @@ from actors import pools, runtime
 from actors.remote import TRANSIENT, owner_alive
 from events import domain as d
 from events.envelope import NewEvent, StoredEvent
+from events.errors import one_line
 from events.store import StoreError
 
 #: Drive calls a run may lose to dying workers before the command gives up on it.
@@ -135,7 +136,7 @@ class Session:
 
 
 def _lost(run_id: str, worker: str | None, exc: BaseException) -> dict:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = one_line(exc)
     where = f" ({worker} kept dying)" if worker else ""
     return {"run_id": run_id, "status": "incomplete", "rating": None, "driver": worker,
             "reason": f"{text}{where}; continue with `ta-actors resume {run_id}`"}

@@ -123,19 +123,34 @@ def _outcome(result: Any) -> Any:
 
 @dataclass(frozen=True)
 class StoreRef:
-    """One file of the store actor, used like an actor handle:
-    ``ref.append.remote(stream, events)`` calls ``append(path, stream, events)``."""
+    """One file of the store actor, used like an actor handle: ``ref.append.remote(stream,
+    events)`` calls the actor's ``append(path, stream, events)``. The methods are named one
+    by one (no attribute forwarding), so a typo is an AttributeError here, not a remote one."""
     actor: Any
     path: str
 
-    def __getattr__(self, method: str) -> _Method:
-        if method.startswith("_"):
-            raise AttributeError(method)
-        return _Method(self.actor, method, self.path)
+    def _bound(self, name: str) -> _Method:
+        return _Method(self.actor, name, self.path)
+
+    open = property(lambda self: self._bound("open"))
+    close = property(lambda self: self._bound("close"))
+    append = property(lambda self: self._bound("append"))
+    append_batch = property(lambda self: self._bound("append_batch"))
+    read_stream = property(lambda self: self._bound("read_stream"))
+    read_all = property(lambda self: self._bound("read_all"))
+    list_streams = property(lambda self: self._bound("list_streams"))
+    version = property(lambda self: self._bound("version"))
+    verify = property(lambda self: self._bound("verify"))
+    verify_all = property(lambda self: self._bound("verify_all"))
+    head_anchor = property(lambda self: self._bound("head_anchor"))
+    query = property(lambda self: self._bound("query"))
+    rebuild = property(lambda self: self._bound("rebuild"))
+    stats = property(lambda self: self._bound("stats"))
 
 
 @dataclass(frozen=True)
 class _Method:
+    """One store-actor method with its file's path bound as the first argument."""
     actor: Any
     name: str
     path: str

@@ -15,6 +15,7 @@ from actors.ports import InfraError, LLMPort, MarketPort
 from data.tools import TOOL_SPECS
 from events import domain as d
 from events.decisions import DECISION_SCHEMAS
+from events.errors import one_line
 from events.records import Message, ToolResult
 from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
 from projections.schedule import Turn
@@ -107,7 +108,7 @@ class RoleTurn:
         except LLMError as exc:
             cause = getattr(exc, "cause", None) or exc  # Ray wraps the gateway's exception
             attempts = list(getattr(cause, "attempts", []) or [])
-            message = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+            message = one_line(cause)
             await self._record(d.LLMCallFailed(
                 turn_id=self.turn.turn_id, role=self.role, call_index=index,
                 model=request.model, error=message, attempts=attempts),
@@ -145,7 +146,7 @@ class RoleTurn:
                 raise  # the system failed, not the market: never recorded as data
             except Exception as exc:  # DataError: no vendor answered at all
                 cause = getattr(exc, "cause", None) or exc
-                raise TurnFailed("data", f"{name}: {str(cause).splitlines()[0]}") from None
+                raise TurnFailed("data", f"{name}: {one_line(cause)}") from None
         latency = (asyncio.get_running_loop().time() - started) * 1000
         await self._record(d.ToolCallCompleted(
             turn_id=self.turn.turn_id, role=self.role, call_id=call_id, tool=name,

@@ -5,16 +5,12 @@ byte-identical whenever the events are the same (no clocks, no randomness in her
 """
 from __future__ import annotations
 
+from events.roles import ANALYSTS, DEBATE_ORDER, RISK_ORDER, ROLES
 from projections.run_state import RunState, Speech
 
-ANALYST_FILES = {"market": "market", "social": "sentiment", "news": "news",
-                 "fundamentals": "fundamentals"}
-ANALYST_TITLES = {"market": "Market Analyst", "social": "Social Sentiment Analyst",
-                  "news": "News Analyst", "fundamentals": "Fundamentals Analyst"}
-SPEAKER_TITLES = {"bull": "Bull Researcher", "bear": "Bear Researcher",
-                  "aggressive": "Aggressive Risk Analyst",
-                  "conservative": "Conservative Risk Analyst",
-                  "neutral": "Neutral Risk Analyst"}
+#: Report titles, from the role table (one place for every fact about a role).
+ANALYST_TITLES = {n: ROLES[n].title for n in ANALYSTS}
+SPEAKER_TITLES = {n: ROLES[n].title for n in (*DEBATE_ORDER, *RISK_ORDER)}
 OFFLINE_NOTE = ("> **Offline model.** These texts were written by ta-actors' deterministic offline "
                 "provider from the data shown, not by an LLM. Configure a model for real research.")
 
@@ -53,20 +49,22 @@ def render_reports(s: RunState) -> dict[str, str]:
     files: dict[str, str] = {}
     for analyst in s.config.analysts:
         if analyst in s.reports:
-            files[f"1_analysts/{ANALYST_FILES[analyst]}.md"] = (
+            files[str(ROLES[analyst].report_file)] = (
                 f"{head}\n## {ANALYST_TITLES[analyst]}\n\n{s.reports[analyst].strip()}\n")
-    for who in ("bull", "bear"):
+    for who in DEBATE_ORDER:
         if any(sp.speaker == who for sp in s.debate):
-            files[f"2_research/{who}.md"] = head + "\n" + _speeches(SPEAKER_TITLES[who], s.debate, who)
+            files[str(ROLES[who].report_file)] = head + "\n" + _speeches(
+                SPEAKER_TITLES[who], s.debate, who)
     if s.plan is not None:
-        files["2_research/manager.md"] = f"{head}\n## Research Manager — Investment Plan\n\n{s.plan.render()}\n"
+        files[str(ROLES["research_manager"].report_file)] = f"{head}\n## Research Manager — Investment Plan\n\n{s.plan.render()}\n"
     if s.proposal is not None:
-        files["3_trading/trader.md"] = f"{head}\n## Trader — Proposal\n\n{s.proposal.render()}\n"
-    for who in ("aggressive", "conservative", "neutral"):
+        files[str(ROLES["trader"].report_file)] = f"{head}\n## Trader — Proposal\n\n{s.proposal.render()}\n"
+    for who in RISK_ORDER:
         if any(sp.speaker == who for sp in s.risk):
-            files[f"4_risk/{who}.md"] = head + "\n" + _speeches(SPEAKER_TITLES[who], s.risk, who)
+            files[str(ROLES[who].report_file)] = head + "\n" + _speeches(
+                SPEAKER_TITLES[who], s.risk, who)
     if s.decision is not None:
-        files["5_portfolio/decision.md"] = f"{head}\n## Portfolio Manager — Decision\n\n{s.decision.render()}\n"
+        files[str(ROLES["portfolio_manager"].report_file)] = f"{head}\n## Portfolio Manager — Decision\n\n{s.decision.render()}\n"
     files["complete_report.md"] = render_complete(s)
     return files
 

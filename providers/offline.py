@@ -39,14 +39,14 @@ from events.decisions import (DECISION_SCHEMAS, Decision, PortfolioDecision, Res
                               TradeProposal)
 from events.rating import Rating, TraderAction, parse_action, parse_rating, rating_to_action
 from events.records import Attempt, ToolCall, ToolSpec
+from events.roles import SCHEMA_OF_ROLE
 from providers.base import LLMError, LLMReply, LLMRequest
 from providers.offline_facts import RULE_TEXT, Facts, figure_lines, rating_for, read_facts
 from providers.offline_text import ANALYST_TITLES, LABEL, SPEAKERS, analyst_report, debate_argument
 
 INDICATORS = ("close_50_sma", "close_200_sma", "rsi", "macd", "macdh", "boll_ub", "boll_lb",
               "atr")
-_DECIDERS = {"research_manager": "ResearchPlan", "trader": "TradeProposal",
-             "portfolio_manager": "PortfolioDecision"}
+_DECIDERS = SCHEMA_OF_ROLE  # structured decision each deciding role returns
 _SYMBOL_ARGS = {"symbol", "ticker", "ticker_symbol", "company", "query", "stock"}
 _END_ARGS = {"curr_date", "end_date", "end", "date", "trade_date", "as_of"}
 _START_ARGS = {"start_date", "start", "begin_date"}

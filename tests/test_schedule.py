@@ -10,6 +10,7 @@ from events import domain as d
 from events.config import ANALYSTS, RunConfig
 from events.decisions import PortfolioDecision, ResearchPlan, TradeProposal
 from events.records import Instrument
+from events.roles import DEBATE_ORDER, RISK_ORDER, ROLES
 from projections.run_state import project
 from projections.schedule import OUTPUT_OF_ROLE, next_step, refusal
 
@@ -29,9 +30,9 @@ def answer(turn):
     role, t = turn.role, turn.turn_id
     if role in ANALYSTS:
         return d.AnalystReportSubmitted(turn_id=t, analyst=role, report=f"{role} report")
-    if role in ("bull", "bear"):
+    if role in DEBATE_ORDER:
         return d.DebateArgumentMade(turn_id=t, speaker=role, round=turn.round, argument="x")
-    if role in ("aggressive", "conservative", "neutral"):
+    if role in RISK_ORDER:
         return d.RiskArgumentMade(turn_id=t, speaker=role, round=turn.round, argument="y")
     return {
         "research_manager": d.InvestmentPlanIssued(turn_id=t, output_mode="structured", plan=ResearchPlan(
@@ -130,7 +131,7 @@ def test_refuses_wrong_round_and_anything_after_completion():
     assert next_step(project(done)).kind == "done"
 
 
-def test_every_role_has_an_output_type():
-    assert set(OUTPUT_OF_ROLE) == set(ANALYSTS) | {
-        "bull", "bear", "research_manager", "trader", "aggressive", "conservative", "neutral",
-        "portfolio_manager"}
+def test_every_role_but_the_reflector_answers_turns():
+    turn_takers = {n for n, spec in ROLES.items() if spec.stage != "memory"}
+    assert set(OUTPUT_OF_ROLE) == turn_takers and len(turn_takers) == 12
+    assert set(ANALYSTS) <= turn_takers  # the config's analysts are the table's
