@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from events.config import InvalidInput
 from events.store import StoreError
@@ -19,18 +20,26 @@ class LocalViews:
         from projections.views import VIEWS
         self.store = DuckDBEventStore(store)
         try:
-            self.views = ViewRecorder(connection_for(self.store), VIEWS)
+            self.views = self._checked(ViewRecorder, connection_for(self.store), VIEWS)
         except BaseException:
             self.store.close()
             raise
 
+    def _checked(self, fn: Callable, *args: object, **kwargs: object) -> Any:
+        """``fn(...)``, with a damaged file reported as the store reports it (one line)."""
+        from events.duckdb_store import _DAMAGE
+        try:
+            return fn(*args, **kwargs)
+        except _DAMAGE as exc:
+            raise self.store._damaged(exc) from None
+
     def query(self, name: str, params: dict | None = None, progress: Progress = None
               ) -> list[dict]:
-        self.views.catch_up(self.store, progress=progress)
-        return self.views.query(name, params)
+        self._checked(self.views.catch_up, self.store, progress=progress)
+        return self._checked(self.views.query, name, params)
 
     def rebuild(self, progress: Progress = None) -> tuple[int, dict[str, int]]:
-        return self.views.rebuild(self.store, progress=progress)
+        return self._checked(self.views.rebuild, self.store, progress=progress)
 
     def close(self) -> None:
         self.views.close()

@@ -186,3 +186,21 @@ def test_verify_command_on_a_truncated_store_is_one_line(written, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "is not a valid ta-actors event store (corrupt or truncated)" \
         in lines[0]
+
+
+@pytest.mark.parametrize("command", [("runs",), ("stats",), ("memory", "show")])
+def test_read_model_commands_on_a_truncated_store_say_so(written, tmp_path, command):
+    """runs, stats and memory show read the read models; a damaged file is one line and a
+    non-zero exit there too, never an answer that looks fine."""
+    from typer.testing import CliRunner
+
+    from cli.app import app
+    damaged = tmp_path / "damaged.duckdb"
+    shutil.copy(written, damaged)
+    assert CliRunner().invoke(app, ["runs", "--store", str(damaged)]).exit_code == 0
+    os.truncate(damaged, damaged.stat().st_size // 2)  # a store in use, then cut
+    result = CliRunner().invoke(app, [*command, "--store", str(damaged)])
+    assert result.exit_code == 2
+    line = result.stderr.strip()
+    assert "is not a valid ta-actors event store (corrupt or truncated)" in line
+    assert "\n" not in line
