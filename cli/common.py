@@ -104,3 +104,6 @@ class _QuietRay(io.TextIOBase):
 
     def isatty(self) -> bool:
         return self.target.isatty()
+
+    def fileno(self) -> int:  # rich redirects a broken pipe (`… | head`) through it
+        return self.target.fileno()
