@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput
 from events.records import Instrument, MarketSnapshot, ToolResult
@@ -16,7 +16,7 @@ from events.settings import setting
 
 from . import snapshot as snap
 from .frames import between
-from .indicators import compute
+from .indicators import compute_many
 from .limits import VENDOR_RATES, Throttle, ThrottledVendor
 from .model import NoData, day_of
 from .router import Answer, DataError, route
@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 __all__ = ["MarketData", "DataError"]
 VENDOR_NAMES = tuple(VENDOR_CATEGORIES)
+
+
+def _constant(value: Any) -> Callable[[], Any]:
+    return lambda: value
 
 
 #: Past-window answers a replica keeps (bars, indicators), most recently used first.
@@ -137,9 +141,22 @@ class MarketData:
     def indicator(self, symbol: str, start: dt.date, end: dt.date, name: str, bars: Any, *,
                   category: str = "prices", tool: str | None = None) -> Any:
         """The named indicator over the bars ``bars(symbol, start, end, ...)`` answered."""
-        return self._memoized(
-            ("indicator", symbol, start, end, self._chain_names(category, tool), name), end,
-            lambda: compute(name, bars))
+        return self.indicators(symbol, start, end, [name], bars, category=category,
+                               tool=tool)[name.strip().lower()]
+
+    def indicators(self, symbol: str, start: dt.date, end: dt.date, names: Iterable[str],
+                   bars: Any, *, category: str = "prices", tool: str | None = None) -> dict:
+        """Several indicators over those bars: each kept once computed (past windows), the
+        missing ones computed together (shared MACD and Bollinger computations)."""
+        chain = self._chain_names(category, tool)
+        keys = [n.strip().lower() for n in names]
+        out = {k: self._memo.get(("indicator", symbol, start, end, chain, k)) for k in keys}
+        missing = [k for k, v in out.items() if v is None]
+        if missing:
+            for key, series in compute_many(missing, bars).items():
+                out[key] = self._memoized(("indicator", symbol, start, end, chain, key), end,
+                                          _constant(series))
+        return out
 
     def _chain_names(self, category: str, tool: str | None) -> tuple[str, ...]:
         """The vendors that answer: the memo's key (a tool without its own chain shares)."""
@@ -221,8 +238,8 @@ class MarketData:
         if not answer.found:
             return None
         return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes,
-                          compute_fn=lambda name, bars: self.indicator(
-                              symbol, start, trade_date, name, bars, tool=tool))
+                          compute_fn=lambda names, bars: self.indicators(
+                              symbol, start, trade_date, names, bars, tool=tool))
 
     def identity(self, ticker: str) -> Instrument:
         ticker = str(ticker or "").strip().upper()

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from events.records import Bar, MarketSnapshot
 
-from .indicators import compute
+from .indicators import compute_many
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,18 +34,19 @@ def _num(value: float) -> float | None:
 
 
 def build(symbol: str, trade_date: dt.date, bars: "pd.DataFrame", vendor: str,
-          n_closes: int = 30, compute_fn: Callable[[str, "pd.DataFrame"], "pd.Series"] = compute
+          n_closes: int = 30,
+          compute_fn: Callable[[Iterable[str], "pd.DataFrame"], dict] = compute_many
           ) -> MarketSnapshot | None:
     """Snapshot from normalised bars; None when there is no bar on or before the date.
-    ``compute_fn`` may answer an indicator from a memo of the same bars."""
+    ``compute_fn`` computes several indicators at once (and may answer from a memo)."""
     import pandas as pd
     bars = bars[bars.index <= pd.Timestamp(trade_date)]
     if bars.empty:
         return None
     last = bars.iloc[-1]
     day = bars.index[-1].date()
-    indicators = {name: _num(compute_fn(name, bars).iloc[-1])
-                  for name in SNAPSHOT_INDICATORS}
+    series = compute_fn(SNAPSHOT_INDICATORS, bars)
+    indicators = {name: _num(series[name].iloc[-1]) for name in SNAPSHOT_INDICATORS}
     tail = bars["close"].iloc[-n_closes:]
     return MarketSnapshot(
         symbol=symbol, trade_date=trade_date,

@@ -109,3 +109,12 @@ def test_snapshot_is_last_bar_on_or_before_and_deterministic(ohlcv_dir, nvda):
                                                          "curr_date": "2024-05-11"}, saturday)
     assert text.status == "ok" and text.text == snap.render()
     assert md.snapshot("NVDA", dt.date(2005, 1, 3)) is None
+
+
+def test_indicators_computed_together_equal_each_computed_alone(nvda):
+    """compute_many shares one MACD and one Bollinger computation between their series; the
+    values must be exactly those of computing each indicator alone."""
+    from data.indicators import compute_many
+    together = compute_many(list(INDICATORS), nvda)
+    for name in INDICATORS:
+        pd.testing.assert_series_equal(together[name], compute(name, nvda), check_names=False)
