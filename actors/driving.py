@@ -76,6 +76,12 @@ class RunHandle:
                      cause: str | None = None) -> None:
         await self.append([payload], key=key, actor=actor, cause=cause)
 
+    async def record_all(self, payloads: Sequence[d.DomainEvent], *, key: str, actor: str,
+                         cause: str | None = None) -> None:
+        """Several records of one actor, in one append (e.g. the tool calls of one reply)."""
+        async with self._lock:
+            await self._append_locked([NewEvent(p, actor, cause) for p in payloads], key)
+
     async def submit(self, output: d.DomainEvent, *, actor: str,
                      calls: Sequence[d.LLMCallCompleted] = ()) -> None:
         """Append a role's output if it is in turn (raise Refused otherwise), together with

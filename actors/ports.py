@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from events.envelope import NewEvent, StoredEvent
+from events.errors import one_line
 from events.records import Instrument, MarketSnapshot, ToolResult
+
+
+#: A tool call's answer: its result, or the reason no vendor answered; and its latency (ms).
+ToolAnswer = tuple[ToolResult | None, str | None, float]
 
 
 class InfraError(RuntimeError):
@@ -55,6 +61,12 @@ class MarketPort(Protocol):
 
     async def call_tool(self, name: str, arguments: dict, trade_date: dt.date,
                         config: Any) -> ToolResult: ...
+
+    async def call_tools(self, calls: list[tuple[str, dict]], trade_date: dt.date,
+                         config: Any) -> list[ToolAnswer]:
+        """Several tool calls of one model reply, in one round trip: each answer is
+        (result, None, latency_ms), or (None, why no vendor answered, latency_ms)."""
+        ...
 
     async def closes(self, config: Any, symbol: str, start: dt.date,
                      end: dt.date) -> list[tuple[dt.date, float]]: ...
@@ -118,6 +130,20 @@ class MarketDesk:
                         config: Any) -> ToolResult:
         service = await self._service(config)
         return await asyncio.to_thread(service.call_tool, name, arguments, trade_date)
+
+    async def call_tools(self, calls: list[tuple[str, dict]], trade_date: dt.date,
+                         config: Any) -> list[ToolAnswer]:
+        service = await self._service(config)
+
+        def one(name: str, arguments: dict) -> ToolAnswer:
+            started = time.perf_counter()
+            try:
+                result = service.call_tool(name, arguments, trade_date)
+            except Exception as exc:  # noqa: BLE001 - DataError: no vendor answered at all
+                return None, one_line(exc), (time.perf_counter() - started) * 1000
+            return result, None, (time.perf_counter() - started) * 1000
+        return list(await asyncio.gather(*(asyncio.to_thread(one, name, args)
+                                           for name, args in calls)))
 
     async def identity(self, config: Any) -> Instrument:
         service = await self._service(config)

@@ -156,6 +156,9 @@ class RemoteMarket:
     async def snapshot(self, config: Any) -> Any:
         return await self._call("snapshot", config)
 
+    async def call_tools(self, calls: list, trade_date: Any, config: Any) -> list:
+        return await self._call("call_tools", calls, trade_date, config)
+
     async def call_tool(self, name: str, arguments: dict, trade_date: Any, config: Any) -> Any:
         return await self._call("call_tool", name, arguments, trade_date, config)
 

@@ -51,6 +51,9 @@ class MarketDataActor:
     async def call_tool(self, name: str, arguments: dict, trade_date: dt.date, config: Any) -> Any:
         return await self._desk.call_tool(name, arguments, trade_date, config)
 
+    async def call_tools(self, calls: list, trade_date: dt.date, config: Any) -> list:
+        return await self._desk.call_tools(calls, trade_date, config)
+
     async def identity(self, config: Any) -> Any:
         return await self._desk.identity(config)
 

@@ -7,16 +7,15 @@ output event goes back to the run's driver, which alone decides whether it is in
 """
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from actors import prompts
-from actors.ports import InfraError, LLMPort, MarketPort
+from actors.ports import LLMPort, MarketPort
 from data.tools import TOOL_SPECS
 from events import domain as d
 from events.decisions import DECISION_SCHEMAS
 from events.errors import one_line
-from events.records import Message, ToolResult
+from events.records import Message, ToolCall, ToolResult
 from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
 from projections.schedule import Turn
 from providers.base import LLMError, LLMReply, LLMRequest
@@ -126,32 +125,45 @@ class RoleTurn:
             await self._record(event, f"{self.turn.turn_id}:llm:{event.call_index}")
         self.unrecorded = []
 
-    async def call_tool(self, index: int, j: int, name: str, args: dict) -> ToolResult:
-        call_id = f"{self.turn.turn_id}:tool:{index}:{j}"
-        done = self._recorded(d.ToolCallCompleted, call_id=call_id)
-        if done is not None:
-            return done.result
-        self._may_proceed()
-        started = asyncio.get_running_loop().time()
+    async def call_tools(self, index: int, calls: list[ToolCall]) -> list[ToolResult]:
+        """The tool calls of model reply ``index``: replayed where recorded; the others made
+        in one round trip to market data and recorded together, before any result is used."""
+        results: dict[int, ToolResult] = {}
+        todo: list[tuple[int, ToolCall]] = []
         allowed = TOOLS_OF_ROLE.get(self.role, ())
-        if name not in allowed:
-            result = ToolResult(status="error", text=(
-                f"unknown tool {name!r} for the {self.role} analyst; available: "
-                f"{', '.join(allowed)}"))
-        else:
-            config = self.start.config
-            try:
-                result = await self.market.call_tool(name, args, config.trade_date, config)
-            except InfraError:
-                raise  # the system failed, not the market: never recorded as data
-            except Exception as exc:  # DataError: no vendor answered at all
-                cause = getattr(exc, "cause", None) or exc
-                raise TurnFailed("data", f"{name}: {one_line(cause)}") from None
-        latency = (asyncio.get_running_loop().time() - started) * 1000
-        await self._record(d.ToolCallCompleted(
-            turn_id=self.turn.turn_id, role=self.role, call_id=call_id, tool=name,
-            arguments=args, result=result, latency_ms=latency), call_id)
-        return result
+        for j, tc in enumerate(calls):
+            done = self._recorded(d.ToolCallCompleted, call_id=self._call_id(index, j))
+            if done is not None:
+                results[j] = done.result
+            else:
+                todo.append((j, tc))
+        if not todo:
+            return [results[j] for j in range(len(calls))]
+        self._may_proceed()
+        known = [(j, tc) for j, tc in todo if tc.name in allowed]
+        config = self.start.config
+        answers = await self.market.call_tools([(tc.name, tc.arguments) for _, tc in known],
+                                               config.trade_date, config) if known else []
+        latency = {j: 0.0 for j, _ in todo}
+        for (j, tc), (result, problem, ms) in zip(known, answers, strict=True):
+            if result is None:  # no vendor answered at all
+                raise TurnFailed("data", f"{tc.name}: {problem}")
+            results[j], latency[j] = result, ms
+        for j, tc in todo:
+            if tc.name not in allowed:
+                results[j] = ToolResult(status="error", text=(
+                    f"unknown tool {tc.name!r} for the {self.role} analyst; available: "
+                    f"{', '.join(allowed)}"))
+        events = [d.ToolCallCompleted(turn_id=self.turn.turn_id, role=self.role,
+                                      call_id=self._call_id(index, j), tool=tc.name,
+                                      arguments=tc.arguments, result=results[j],
+                                      latency_ms=latency[j]) for j, tc in todo]
+        await self.run.record_all(events, key=f"{self.turn.turn_id}:tools:{index}",
+                                  actor=self.actor, cause=self.turn.turn_id)
+        return [results[j] for j in range(len(calls))]
+
+    def _call_id(self, index: int, j: int) -> str:
+        return f"{self.turn.turn_id}:tool:{index}:{j}"
 
     # ---- the turn -----------------------------------------------------------------------
     async def run_turn(self) -> d.DomainEvent:
@@ -179,8 +191,7 @@ class RoleTurn:
                                                 report=text)
             await self._record_unrecorded()  # the loop goes on: the call is used now
             allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
-            results = list(await asyncio.gather(*(  # are independent: fetch them together
-                self.call_tool(index, j, tc.name, tc.arguments) for j, tc in enumerate(allowed))))
+            results = await self.call_tools(index, allowed)  # independent: fetched together
             skipped = ToolResult(status="error", text="not executed: tool-call cap reached")
             results += [skipped] * (len(call.tool_calls) - len(allowed))
             for tc, result in zip(call.tool_calls, results, strict=True):
