@@ -59,9 +59,6 @@ class MarketPort(Protocol):
 
     async def snapshot(self, config: Any) -> MarketSnapshot | None: ...
 
-    async def call_tool(self, name: str, arguments: dict, trade_date: dt.date,
-                        config: Any) -> ToolResult: ...
-
     async def call_tools(self, calls: list[tuple[str, dict]], trade_date: dt.date,
                          config: Any) -> list[ToolAnswer]:
         """Several tool calls of one model reply, in one round trip: each answer is
@@ -125,11 +122,6 @@ class MarketDesk:
                     data_dir=config.data_dir, cache_path=self.cache_path,
                     throttle=self.throttle)
             return self._services[key]
-
-    async def call_tool(self, name: str, arguments: dict, trade_date: dt.date,
-                        config: Any) -> ToolResult:
-        service = await self._service(config)
-        return await asyncio.to_thread(service.call_tool, name, arguments, trade_date)
 
     async def call_tools(self, calls: list[tuple[str, dict]], trade_date: dt.date,
                          config: Any) -> list[ToolAnswer]:

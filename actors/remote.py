@@ -159,9 +159,6 @@ class RemoteMarket:
     async def call_tools(self, calls: list, trade_date: Any, config: Any) -> list:
         return await self._call("call_tools", calls, trade_date, config)
 
-    async def call_tool(self, name: str, arguments: dict, trade_date: Any, config: Any) -> Any:
-        return await self._call("call_tool", name, arguments, trade_date, config)
-
     async def closes(self, config: Any, symbol: str, start: Any, end: Any) -> list:
         return await self._call("closes", config, symbol, start, end)
 

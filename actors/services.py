@@ -48,9 +48,6 @@ class MarketDataActor:
         # team starts, not on the first run's critical path.
         threading.Thread(target=_warm_imports, daemon=True).start()
 
-    async def call_tool(self, name: str, arguments: dict, trade_date: dt.date, config: Any) -> Any:
-        return await self._desk.call_tool(name, arguments, trade_date, config)
-
     async def call_tools(self, calls: list, trade_date: dt.date, config: Any) -> list:
         return await self._desk.call_tools(calls, trade_date, config)
 
