@@ -59,6 +59,9 @@ _INSERT_BODIES = ("INSERT OR IGNORE INTO bodies (id, text) "
 #: RawEvent's positional fields, in order (``chain`` is keyword-only)
 _FIELDS = tuple(f.name for f in dataclasses.fields(RawEvent) if f.name != "chain")
 #: what DuckDB raises when the file itself is damaged (truncated, overwritten, bad blocks)
+#: DuckDB buffer memory per open store: reads stay bounded whatever the store's size.
+MEMORY_LIMIT = "384MB"
+
 _DAMAGE = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
            duckdb.FatalException)
 
@@ -90,6 +93,9 @@ class DuckDBEventStore(EventStore):
                 raise self._os_error(exc) from None
         try:
             self._con = duckdb.connect(str(self.path), read_only=read_only)
+            # DuckDB's own default would cache up to 80% of RAM of a file read end to end
+            # (verify, a rebuild); our reads are windows and indexed lookups
+            self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
         except duckdb.Error as exc:  # IOException (lock), ConnectionException (config), ...
             if created:
                 self._remove_new_file()
