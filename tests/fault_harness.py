@@ -26,6 +26,7 @@ import ray  # noqa: E402
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from actors import pools, runtime  # noqa: E402
+from actors.prompts import SYSTEM  # noqa: E402
 from actors.session import Session  # noqa: E402
 from events import domain as d  # noqa: E402
 from events.config import RunConfig  # noqa: E402
@@ -36,6 +37,7 @@ BIN = Path(sys.executable).parent
 SYNTHETIC = {k: ("synthetic",) for k in ("prices", "indicators", "fundamentals", "news",
                                          "social", "identity")}
 OUTPUT_TYPES = set(OUTPUT_OF_ROLE.values())
+BEAR_SYSTEM_START = SYSTEM["bear"][:60]
 
 
 def _config(ticker: str, latency: float = 0.15) -> RunConfig:
@@ -216,8 +218,37 @@ def two_resumes(cluster: Cluster, folder: Path) -> dict:
                 "stderr": [err.strip().splitlines()[-3:] for _, err in outs]}
 
 
+def provider_fails_one_role(cluster: Cluster, folder: Path) -> dict:
+    """An endpoint that fails every attempt for the bear's calls: that run ends RunFailed
+    naming the role and the reason; another run of the batch completes."""
+    import datetime as dt
+
+    from tests.fake_openai_server import FakeOpenAIServer, error
+
+    class FailsTheBear(FakeOpenAIServer):
+        def _choose(self, body: dict) -> dict:
+            system = str(body.get("messages", [{}])[0].get("content", ""))
+            if system.startswith(BEAR_SYSTEM_START):
+                return error(500, "bear backend down")
+            return super()._choose(body)
+
+    with FailsTheBear() as server, Session(folder / "provider.duckdb", cluster.address) as session:
+        real = RunConfig(ticker="NVDA", trade_date=dt.date(2024, 5, 10), vendors=SYNTHETIC,
+                         quick_model="openai/fake-quick", deep_model="openai/fake-deep",
+                         base_url=server.url, llm_max_retries=1)
+        session.append("bear-fails", [NewEvent(d.RunRequested(run_id="bear-fails",
+                                                               config=real), "test")],
+                       expected_version=0, idempotency_key="request:bear-fails")
+        _request(session, "offline-ok", "AAPL", latency=0.05)
+        summaries = session.drive(["bear-fails", "offline-ok"])
+        failed = [e.payload for e in session.read_stream("bear-fails") if e.type == "RunFailed"]
+        return {"summaries": summaries, "failure": failed[0].model_dump() if failed else None,
+                "bear_requests": sum(str(b.get("messages", [{}])[0].get("content", ""))
+                                     .startswith(BEAR_SYSTEM_START) for b in server.requests)}
+
+
 SCENARIOS = ("placement", "worker_killed", "store_killed", "two_resumes", "driver_killed",
-             "node_removed", "node_joined")
+             "node_removed", "node_joined", "provider_fails_one_role")
 
 
 def main() -> None:

@@ -92,3 +92,13 @@ def test_a_node_that_joins_gets_replicas_and_runs(faults):
     assert "error" not in f, f.get("error")
     assert f["workers_after"] == f["workers_before"] + 1 and len(f["on_new_node"]) == 1
     assert f["completed"] == 6 and f["new_node_drove"]
+
+
+def test_a_provider_failing_one_role_fails_that_run_and_not_the_batch(faults):
+    f = faults["provider_fails_one_role"]
+    assert "error" not in f, f.get("error")
+    failure = f["failure"]
+    assert failure["kind"] == "llm" and failure["role"] == "bear" and "500" in failure["reason"]
+    assert f["bear_requests"] == 2  # one try and its one retry, then the run ends
+    assert f["summaries"]["bear-fails"]["status"] == "failed"
+    assert f["summaries"]["offline-ok"]["status"] == "completed"
