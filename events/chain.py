@@ -15,6 +15,7 @@ Ray worker (it sees the same environment and home directory).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
@@ -45,10 +46,8 @@ def parse_key(text: str) -> bytes:
     if not text:
         raise ChainKeyError("the chain key is empty")
     if len(text) >= 32 and len(text) % 2 == 0:
-        try:
+        with contextlib.suppress(ValueError):  # not hex after all: the text is the key
             return bytes.fromhex(text)
-        except ValueError:
-            pass
     return text.encode()
 
 
@@ -81,10 +80,8 @@ def _create_key_file(path: Path) -> bytes:
             f.write(secrets.token_hex(32) + "\n")
             f.flush()
             os.fsync(f.fileno())
-        try:
+        with contextlib.suppress(FileExistsError):  # another process made it first: use theirs
             os.link(tmp, path)  # fails if the file exists: never overwrite a key
-        except FileExistsError:
-            pass
     finally:
         tmp.unlink(missing_ok=True)
     return parse_key(path.read_text())

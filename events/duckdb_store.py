@@ -7,6 +7,7 @@ read-only it is read as it is. Beside the file, ``<file>.anchor`` holds the sign
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import errno
@@ -137,10 +138,8 @@ class DuckDBEventStore(EventStore):
     def _remove_new_file(self) -> None:
         """Initialising a new file failed: leave no 0-byte or half-made store behind."""
         for leftover in (self.path, Path(str(self.path) + ".wal")):
-            try:
+            with contextlib.suppress(OSError):  # never there, or already gone
                 leftover.unlink()
-            except OSError:
-                pass
 
     def _os_error(self, exc: BaseException) -> StoreError:
         if _no_space(exc):
@@ -243,10 +242,8 @@ class DuckDBEventStore(EventStore):
             con.execute(_INSERT, [list(c) for c in columns])
             con.execute("COMMIT")
         except BaseException as exc:
-            try:  # a failed COMMIT may have ended the transaction already
+            with contextlib.suppress(duckdb.Error):  # a failed COMMIT may have ended it already
                 con.execute("ROLLBACK")
-            except duckdb.Error:
-                pass
             if isinstance(exc, duckdb.Error) and not isinstance(exc, duckdb.ConstraintException):
                 raise self._write_error(exc) from None
             raise

@@ -25,6 +25,7 @@ done by someone who holds the key.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import threading
@@ -388,11 +389,10 @@ class EventStore(ABC):
         if report.ok and checkpoint and not self.read_only and last > 0 and check.key:
             at = self._raw_range(last - 1, last)
             if at and at[0].position == last:
-                try:  # an optimisation for the next verify, never a reason to fail this one
+                # an optimisation for the next verify, never a reason to fail this one
+                with contextlib.suppress(StoreError, OSError):
                     self._save_checkpoint(check.sign_checkpoint(last, at[0].hash))
                     report.checkpoint = last
-                except (StoreError, OSError):
-                    pass
         return report
 
     def head_anchor(self) -> dict:
@@ -466,10 +466,8 @@ class EventStore(ABC):
     def _record_anchor(self, key: bytes, last: RawEvent) -> None:
         """Best effort after a commit: the anchor is a lower bound, never a reason to fail an
         append that is already durable."""
-        try:
+        with contextlib.suppress(OSError):  # a lower bound: the next commit writes it again
             self._write_anchor(_anchor(key, last.position, self._count_cached(), last.hash))
-        except OSError:
-            pass
 
     def _check_anchor(self, report: VerifyReport, check: _Checker, anchor: dict | None,
                       label: str, required: bool) -> None:
