@@ -168,8 +168,12 @@ class ActorReader:
     def head_anchor(self) -> dict:
         return ray.get(self._h.head_anchor.remote())
 
-    def query(self, name: str, **params: Any) -> Any:
+    def query(self, name: str, params: dict | None = None, progress: Any = None) -> list[dict]:
+        """A named read-model query (the actor catches its read models up first)."""
         return ray.get(self._h.query.remote(name, params))
+
+    def rebuild(self, progress: Any = None) -> tuple[int, dict[str, int]]:
+        return ray.get(self._h.rebuild.remote())
 
     def close(self) -> None:
         """The actor stays; nothing to release here."""

@@ -46,30 +46,10 @@ class LocalViews:
         self.store.close()
 
 
-class ActorViews:
-    """The same, answered by the store actor of a running cluster."""
-
-    def __init__(self, store: Path, address: str):
-        from actors import runtime
-        runtime.start(address)
-        self._h = runtime.store_actor(store)
-
-    def query(self, name: str, params: dict | None = None, progress: Progress = None
-              ) -> list[dict]:
-        import ray
-        return ray.get(self._h.query.remote(name, params))
-
-    def rebuild(self, progress: Progress = None) -> tuple[int, dict[str, int]]:
-        import ray
-        return ray.get(self._h.rebuild.remote())
-
-    def close(self) -> None:
-        """The actor stays; nothing to release here."""
-
-
-def open_views(store: Path, address: str | None) -> LocalViews | ActorViews:
+def open_views(store: Path, address: str | None) -> Any:
     if address:
-        return ActorViews(store, address)
+        from actors.session import ActorReader  # the cluster's store actor answers
+        return ActorReader(store, address)
     if not store.exists():
         raise InvalidInput(f"no event store at {store} (run something first, or pass --store)")
     try:

@@ -64,6 +64,10 @@ def test_run_and_replay_through_a_cluster(tmp_path, ohlcv_dir):
         assert audit.returncode == 0, audit.stderr[-2000:]
         doc = json.loads(audit.stdout)
         assert doc["verified"] and doc["decision_matches"] and doc["rating"] == row["rating"]
+        # read models through the store actor too
+        listed = _cli(env, "runs", "--store", str(store), "--address", address, "--json")
+        assert listed.returncode == 0, listed.stderr[-2000:]
+        assert [r["run_id"] for r in json.loads(listed.stdout)] == [row["run_id"]]
     finally:
         os.killpg(head.pid, signal.SIGTERM)
         head.wait(timeout=60)
