@@ -10,10 +10,11 @@ store already holds thousands of runs.
    batches (so every hash chain is valid) and the read models kept as the store actor keeps
    them (applied after each commit); four in five copied decisions get an outcome and a
    reflection on the memory stream, one week after their trade date.
-3. Per size: the CLI commands as subprocesses (wall time, peak RSS of the process), the extra
-   time a new one-ticker run spends before its analysts start (RunRequested ->
-   PastContextLoaded, compared with the same run on an empty store), payload bytes per run,
-   and the store's CPU per copied run (append, hash, insert, read-model update, in process).
+3. Per size: the CLI commands as subprocesses (median of three: wall time, CPU, and the peak
+   RSS of the process), the extra time a new one-ticker run spends before its analysts start
+   (RunRequested -> PastContextLoaded, median of three runs, compared with the same on an
+   empty store), payload bytes per run (packed bodies at their stored size), and the store's
+   CPU per copied run (append, hash, insert, read-model update, in process).
 
 The last line is one JSON object for the largest size.
 """
@@ -24,11 +25,13 @@ import datetime as dt
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).parent / "ta-actors")
@@ -36,23 +39,39 @@ TEMPLATE_TICKERS = ("AAPL", "NVDA", "MSFT")
 FIRST_DATE = dt.date(2024, 1, 5)
 N_TICKERS = 50
 BATCH_RUNS = 200
+REPEATS = 3  # samples per timed command and per new run (median)
 
 
-def cli(*args: str, check: bool = True) -> tuple[float, float, str]:
-    """Run `ta-actors ARGS` in a fresh process: (seconds, peak RSS MiB, stdout)."""
+class Timed(NamedTuple):
+    seconds: float
+    rss_mb: float
+    cpu_s: float  # user + system of the command process
+    out: str
+
+
+def cli(*args: str, check: bool = True) -> Timed:
+    """Run `ta-actors ARGS` in a fresh process."""
     with tempfile.NamedTemporaryFile() as rss:
         # /usr/bin/time -f %M: the peak RSS of the command itself (a child forked from this
         # big process would inherit its high-water mark). RAY_ADDRESS=local: a `ray start`
         # cluster left on this machine must not be joined.
         env = {"RAY_ADDRESS": "local"} | os.environ
         started = time.perf_counter()
-        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss.name, EXE, *args],
+        done = subprocess.run(["/usr/bin/time", "-f", "%M %U %S", "-o", rss.name, EXE, *args],
                               capture_output=True, text=True, cwd=REPO, env=env)
         elapsed = time.perf_counter() - started
         if check and done.returncode != 0:
             raise SystemExit(f"ta-actors {' '.join(args)} failed: {done.stderr[-800:]}")
-        peak_kb = int(Path(rss.name).read_text().split()[-1])
-    return elapsed, peak_kb / 1024, done.stdout
+        peak_kb, user, system = Path(rss.name).read_text().split()[-3:]
+    return Timed(elapsed, int(peak_kb) / 1024, float(user) + float(system), done.stdout)
+
+
+def median_of(*args: str, repeats: int = REPEATS) -> Timed:
+    """The same command ``repeats`` times: median time and CPU, highest RSS, last output.
+    One sample of a half-second command on a shared machine is mostly noise."""
+    runs = [cli(*args) for _ in range(repeats)]
+    return Timed(statistics.median(r.seconds for r in runs), max(r.rss_mb for r in runs),
+                 statistics.median(r.cpu_s for r in runs), runs[-1].out)
 
 
 def make_templates(data_dir: Path, work: Path) -> Path:
@@ -146,7 +165,7 @@ def build(path: Path, n_runs: int, runs: list[list], resolution: list) -> dict:
 
 
 def payload_bytes(path: Path) -> int:
-    """Stored payload text: the events' payload column plus any bodies table's text."""
+    """Stored payload: the events' payload column plus the bodies table (text, or packed)."""
     import duckdb
     con = duckdb.connect(str(path), read_only=True)
     try:
@@ -154,11 +173,12 @@ def payload_bytes(path: Path) -> int:
             row = con.execute(sql).fetchone()
             return int(row[0] or 0) if row else 0
         total = scalar("SELECT sum(strlen(payload)) FROM events")
-        columns = con.execute(
-            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'bodies' "
-            "AND data_type = 'VARCHAR' AND column_name <> 'id'").fetchall()
-        for (column,) in columns:
-            total += scalar(f"SELECT sum(strlen({column})) FROM bodies")
+        columns = {c for (c,) in con.execute(
+            "SELECT column_name FROM duckdb_columns() WHERE table_name = 'bodies'").fetchall()}
+        if "packed" in columns:  # packed (zlib) bodies count at their stored size
+            total += scalar("SELECT sum(coalesce(octet_length(packed), strlen(text))) FROM bodies")
+        elif "text" in columns:
+            total += scalar("SELECT sum(strlen(text)) FROM bodies")
         return int(total)
     finally:
         con.close()
@@ -174,11 +194,15 @@ def context_seconds(path: Path, run_id: str) -> float:
 
 
 def new_run(path: Path, data_dir: Path) -> tuple[float, float]:
-    """(whole command seconds, seconds to the past context) of a one-ticker run."""
-    seconds, _, out = cli("run", "NVDA", "--date", "2024-05-10", "--data-dir", str(data_dir),
-                          "--store", str(path), "--json")
-    (row,) = json.loads(out)
-    return seconds, context_seconds(path, row["run_id"])
+    """(whole command seconds, seconds to the past context) of a one-ticker run: the median
+    of REPEATS runs (each adds one run to the store)."""
+    samples = []
+    for _ in range(REPEATS):
+        done = cli("run", "NVDA", "--date", "2024-05-10", "--data-dir", str(data_dir),
+                   "--store", str(path), "--json")
+        (row,) = json.loads(done.out)
+        samples.append((done.seconds, context_seconds(path, row["run_id"])))
+    return (statistics.median(s for s, _ in samples), statistics.median(c for _, c in samples))
 
 
 def past_context_query_s(path: Path) -> float:
@@ -206,13 +230,13 @@ def past_context_query_s(path: Path) -> float:
 def measure(path: Path, n_runs: int, data_dir: Path, empty_context: float) -> dict:
     store = ["--store", str(path)]
     query_s = past_context_query_s(path)
-    runs_s, runs_mb, out = cli("runs", "--limit", "50", "--json", *store)
-    assert len(json.loads(out)) == 50
-    memory_s, memory_mb, out = cli("memory", "show", "--ticker", "NVDA", "--json", *store)
-    assert json.loads(out)
-    stats_s, stats_mb, out = cli("stats", "--by", "model", "--json", *store)
-    assert sum(r["calls"] for r in json.loads(out)) > n_runs
-    verify_s, verify_mb, out = cli("verify", "--json", *store, check=False)
+    listed = median_of("runs", "--limit", "50", "--json", *store)
+    assert len(json.loads(listed.out)) == 50
+    memory = median_of("memory", "show", "--ticker", "NVDA", "--json", *store)
+    assert json.loads(memory.out)
+    stats = median_of("stats", "--by", "model", "--json", *store)
+    assert sum(r["calls"] for r in json.loads(stats.out)) > n_runs
+    verify_s, verify_mb, _, out = cli("verify", "--json", *store, check=False)
     try:
         if not json.loads(out)["ok"]:
             print(f"verify found problems: {out[:500]}", file=sys.stderr)
@@ -224,9 +248,11 @@ def measure(path: Path, n_runs: int, data_dir: Path, empty_context: float) -> di
     return {"runs_in_store": n_runs, "run_s": run_s, "context_s": context_s,
             "past_context_query_s": query_s,
             "run_start_overhead_s": max(0.0, context_s - empty_context),
-            "runs_list_s": runs_s, "runs_list_rss_mb": runs_mb,
-            "memory_show_s": memory_s, "memory_show_rss_mb": memory_mb,
-            "stats_s": stats_s, "stats_rss_mb": stats_mb,
+            "runs_list_s": listed.seconds, "runs_list_rss_mb": listed.rss_mb,
+            "runs_list_cpu_s": listed.cpu_s,
+            "memory_show_s": memory.seconds, "memory_show_rss_mb": memory.rss_mb,
+            "memory_show_cpu_s": memory.cpu_s,
+            "stats_s": stats.seconds, "stats_rss_mb": stats.rss_mb, "stats_cpu_s": stats.cpu_s,
             "verify_s": verify_s, "verify_rss_mb": verify_mb,
             "bytes_per_run": round(bytes_per_run)}
 
@@ -251,7 +277,7 @@ def main() -> None:
         empty_run_s, empty_context = new_run(work / "empty.duckdb", args.data_dir)
         print(f"empty store: run {empty_run_s:.1f} s, past context after {empty_context:.2f} s",
               file=sys.stderr)
-        base = {name: cli(*command, "--store", str(work / "empty.duckdb"))[:2]
+        base = {name: median_of(*command, "--store", str(work / "empty.duckdb"))[:2]
                 for name, command in (("runs", ("runs", "--limit", "50", "--json")),
                                       ("memory", ("memory", "show", "--ticker", "NVDA",
                                                   "--json")),

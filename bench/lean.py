@@ -4,8 +4,9 @@
     python -m bench.lean --tickers NVDA AAPL     # make real offline runs first (temp store)
 
 For every run stream it counts what the store holds for it: the stored (lean) payload texts
-plus the bodies that run was the first to store (bodies are shared across runs, so each is
-counted once, for the run that brought it), and compares with the full payload JSON, as it was
+plus the bodies that run was the first to store, at their stored size (zlib-packed where that
+saves; bodies are shared across runs, so each is counted once, for the run that brought it),
+and compares with the full payload JSON, as it was
 stored before lean events. Data: real prices from ../shared/data/ohlcv, the offline model.
 The last line printed is one JSON object with the figures.
 """
@@ -37,7 +38,8 @@ def measure(store: Path) -> dict:
     from events.duckdb_store import DuckDBEventStore
     out: dict[str, dict] = {}
     seen: set[str] = set()
-    with DuckDBEventStore(store, read_only=True, chain_key=b"unused: nothing is checked") as s:
+    duck = DuckDBEventStore(store, read_only=True, chain_key=b"unused: nothing is checked")
+    with duck as s:
         after = 0
         while True:
             rows = s._raw_all(after, 5000, None)
@@ -45,13 +47,14 @@ def measure(store: Path) -> dict:
                 break
             after = rows[-1].position
             found = s._bodies_for(rows)
+            stored = duck._body_sizes(sorted(found))
             for row in rows:
                 run = out.setdefault(row.stream, {"events": 0, "full": 0, "lean": 0})
                 run["events"] += 1
                 run["lean"] += len(row.payload_json.encode())
                 refs = lean.refs_of(row.payload_json) if row.chain >= 2 else set()
                 for bid in refs - seen:
-                    run["lean"] += len(found[bid].encode())
+                    run["lean"] += stored[bid]  # as the table holds it (packed or text)
                 seen |= refs
                 run["full"] += len((lean.full_json(row.payload_json, found)
                                     if row.chain >= 2 else row.payload_json).encode())

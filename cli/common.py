@@ -16,9 +16,8 @@ import typer
 from rich.markup import escape
 
 from cli import display
-from events.config import InvalidInput
-from events.errors import one_line
-from events.store import StoreError
+from events.errors import InvalidInput, StoreError, one_line
+from events.settings import setting
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -34,6 +33,29 @@ StoreOpt = Annotated[Optional[Path], typer.Option(
 AddressOpt = Annotated[Optional[str], typer.Option(
     "--address", help="Join a running Ray cluster ('auto' on a cluster node).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]
+
+
+def default_store() -> Path:
+    return setting("TA_ACTORS_STORE")
+
+
+def check_out_dir(out: Path | None) -> None:
+    """--out must be a folder we can write into (or one we can create): checked before
+    anything starts, so a run never ends unable to write its reports."""
+    if out is None:
+        return
+    path = Path(out).expanduser()
+    if path.exists() and not path.is_dir():
+        raise InvalidInput(f"--out {out} is a file, not a folder")
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise InvalidInput(f"--out {out}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InvalidInput(f"--out {out}: folder {probe} is not writable")
 
 
 #: Exit codes: 1 a run that did not complete, or a bug; 2 bad input (flags, files, store).

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import time
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from projections.run_state import RunState
-from projections.schedule import next_step
-from projections.timeline import TimelineRow
+if TYPE_CHECKING:  # the read-model commands print tables without loading any event model
+    from projections.run_state import RunState
+    from projections.timeline import TimelineRow
 
 #: stderr: progress, warnings, errors. Its markup is ours only: data goes through ``plain``.
 err = Console(stderr=True, highlight=False, emoji=False)
@@ -46,6 +48,7 @@ def total_turns(s: RunState) -> int:
 def current_roles(s: RunState) -> str:
     if s.finished:
         return s.status
+    from projections.schedule import next_step
     step = next_step(s)
     if step.kind == "prepare":
         return "resolving context"

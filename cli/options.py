@@ -3,14 +3,14 @@ written. Every failure is an InvalidInput with one line a user can act on."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError, create_model
 
-from events.config import (ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput, RunConfig,
-                           validate_ticker, validate_trade_date)
+from events.config import ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, RunConfig
+from events.errors import InvalidInput
+from events.inputs import validate_ticker, validate_trade_date
 from events.settings import setting
 
 #: Which vendors can serve each data category (what --vendors accepts).
@@ -33,10 +33,6 @@ FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
          "cost_budget_usd": "--cost-budget", "output_language": "--language",
          "holding_days": "--holding-days", "benchmark": "--benchmark",
          "offline_latency_s": "--latency", "trade_date": "--date"}
-
-
-def default_store() -> Path:
-    return setting(ENV["store"])
 
 
 def _config_error(exc: ValidationError) -> InvalidInput:
@@ -193,25 +189,6 @@ def check_budgets(token_budget: int | None, cost_budget: float | None) -> None:
         except ValidationError as exc:
             message = str(exc.errors()[0]["msg"])
             raise InvalidInput(f"{FLAGS[name]} {value}: {message}") from None
-
-
-def check_out_dir(out: Path | None) -> None:
-    """--out must be a folder we can write into (or one we can create): checked before
-    anything starts, so a run never ends unable to write its reports."""
-    if out is None:
-        return
-    path = Path(out).expanduser()
-    if path.exists() and not path.is_dir():
-        raise InvalidInput(f"--out {out} is a file, not a folder")
-    probe = path
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if not probe.is_dir():
-        raise InvalidInput(f"--out {out}: {probe} is not a folder")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise InvalidInput(f"--out {out}: folder {probe} is not writable")
 
 
 def new_run_id(config: RunConfig) -> str:

@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 import typer
 
 from cli import display
-from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import check_out_dir, default_store
+from cli.common import (AddressOpt, JsonOpt, StoreOpt, check_out_dir, command, default_store, fail,
+                        memory_command)
 from cli.running import write_files
 from cli.stores import load_run, open_reader, read_run
 
@@ -69,7 +69,7 @@ def runs(limit: Annotated[int, typer.Option(help="Newest N runs (0: all).", min=
          store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
     """List runs, newest first: status, ticker, date, rating, model usage."""
     store = store or default_store()
-    from events.config import validate_ticker
+    from events.inputs import validate_ticker
     if status is not None and status not in STATUSES:
         fail(f"unknown status {status!r}; choose from {', '.join(STATUSES)}")
     params = {"ticker": validate_ticker(ticker) if ticker else None, "status": status,
@@ -117,7 +117,7 @@ def memory_show(ticker: Annotated[Optional[str], typer.Option(help="Only this ti
                 ) -> None:
     """Print the memory log: decisions, realised returns and alpha, reflections."""
     store = store or default_store()
-    from events.config import validate_ticker
+    from events.inputs import validate_ticker
     from projections.memory import render_log
     from projections.views import entries_from_rows
     if ticker:

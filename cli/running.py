@@ -10,12 +10,9 @@ from typing import Annotated, Any, Optional
 import typer
 
 from cli import display
-from cli.common import AddressOpt, JsonOpt, StoreOpt, command, fail, memory_command
-from cli.options import (build_configs, check_budgets, check_out_dir, default_store, new_run_id,
-                         read_tickers_file, trade_dates)
-from events.config import InvalidInput
-from events.errors import one_line
-from events.store import StoreError
+from cli.common import (AddressOpt, JsonOpt, StoreOpt, check_out_dir, command, default_store, fail,
+                        memory_command)
+from events.errors import InvalidInput, StoreError, one_line
 
 
 WorkersOpt = Annotated[Optional[int], typer.Option(
@@ -56,6 +53,8 @@ def run(
     With --to it is a backtest: the dates run one after another (tickers in parallel), so
     each decision can learn from the resolved outcomes of earlier ones; then every decision
     is scored against the market and a scorecard is printed."""
+    # late: only the commands that build a RunConfig load pydantic (`runs` starts faster)
+    from cli.options import build_configs, new_run_id, read_tickers_file, trade_dates
     store = store or default_store()
     if not date:
         raise InvalidInput("give the trade date with --date YYYY-MM-DD")
@@ -93,6 +92,7 @@ def resume(
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Continue an interrupted or failed run from its last event, with its own configuration."""
+    from cli.options import check_budgets
     check_budgets(token_budget, cost_budget)
     check_out_dir(out)
     store = store or default_store()
@@ -125,6 +125,7 @@ def fork(
 ) -> None:
     """Re-decide a run from a stage with other models or rounds, on the same earlier work
     (e.g. the same analyst reports): a new run whose first events are copies."""
+    from cli.options import new_run_id
     from pydantic import ValidationError
 
     from events import domain as d
@@ -356,6 +357,7 @@ def memory_resolve(
     store: StoreOpt = None, address: AddressOpt = None,
 ) -> None:
     """Score every pending decision whose holding period has passed, and reflect on it."""
+    from cli.options import build_configs
     try:
         config = build_configs(["SPY"], str(__import__("datetime").date.today()),
                                "market", 1, 1, offline, quick_model, None, base_url, vendor,

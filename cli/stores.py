@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from events.config import InvalidInput
-from events.store import StoreError
+from events.errors import InvalidInput, StoreError
 
 
 def open_reader(store: Path, address: str | None) -> Any:

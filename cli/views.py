@@ -7,8 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from events.config import InvalidInput
-from events.store import StoreError
+from events.errors import InvalidInput, StoreError
 
 Progress = Callable[[int, int], None] | None
 

@@ -10,7 +10,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from events.config import validate_ticker
+from events.inputs import validate_ticker
 
 _TABLE_PATH = Path(__file__).with_name("symbols.json")
 

@@ -3,10 +3,12 @@ and a fork need nothing but the events."""
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from events.errors import InvalidInput  # noqa: F401 - re-exported: its home is events.errors
+from events.inputs import validate_language, validate_ticker, validate_trade_date
 
 Analyst = Literal["market", "social", "news", "fundamentals"]
 ANALYSTS: tuple[Analyst, ...] = ("market", "social", "news", "fundamentals")
@@ -29,70 +31,8 @@ VENDOR_CATEGORIES: dict[str, tuple[str, ...]] = {
     "local": tuple(DEFAULT_VENDORS), "synthetic": tuple(DEFAULT_VENDORS),
 }
 
-_TICKER = re.compile(r"^\^?[A-Z0-9][A-Z0-9._\-=]{0,30}$")  # "^" only leads (index symbols)
-#: The first trade date any vendor can have bars for.
-FIRST_TRADE_DATE = dt.date(1970, 1, 1)
-#: A report language: a name of at most a few words of letters (hyphens inside words), never
-#: free text (it goes into every prompt).
-LANGUAGE_MAX_CHARS, LANGUAGE_MAX_WORDS = 32, 3
-_WORD = r"[^\W\d_]+(?:-[^\W\d_]+)*"  # unicode letters, hyphen-joined
-_LANGUAGE = re.compile(rf"^{_WORD}(?: {_WORD}){{0,{LANGUAGE_MAX_WORDS - 1}}}$")
-
-
-class InvalidInput(ValueError):
-    """Bad user input: the message is one line a user can act on."""
-
-
-def validate_ticker(raw: str) -> str:
-    """Upper-cased ticker that is safe in a path, a file name and a query, or InvalidInput."""
-    ticker = (raw or "").strip().upper()
-    if not ticker:
-        raise InvalidInput("ticker is empty")
-    if len(ticker) > 32:
-        raise InvalidInput(f"ticker {raw!r} is longer than 32 characters")
-    if ".." in ticker or set(ticker) <= {".", "-", "_"} or not _TICKER.match(ticker):
-        raise InvalidInput(
-            f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ = only, starting "
-            "with a letter, a digit or an index's ^; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
-    return ticker
-
-
-def validate_trade_date(raw: str | dt.date, today: dt.date | None = None) -> dt.date:
-    """A trade date that exists and is not in the future, or InvalidInput."""
-    if isinstance(raw, dt.date):
-        day = raw
-    else:
-        try:
-            day = dt.date.fromisoformat(str(raw).strip())
-        except ValueError:
-            raise InvalidInput(f"date {raw!r} is not a date in YYYY-MM-DD form") from None
-    today = today or dt.date.today()
-    if day < FIRST_TRADE_DATE:
-        raise InvalidInput(f"date {day} is before {FIRST_TRADE_DATE}: no vendor has bars "
-                           "that old")
-    if day > today:
-        raise InvalidInput(f"date {day} is in the future (today is {today}): "
-                           "research can only use what was known on the trade date")
-    return day
-
-
-def validate_language(raw: str) -> str:
-    """A language name such as "English", "Brazilian Portuguese" or "Serbo-Croatian", or
-    InvalidInput: letters, single spaces and hyphens, at most 3 words and 32 characters."""
-    name = str(raw).strip()
-    if not name:
-        raise InvalidInput("language is empty")
-    if len(name) > LANGUAGE_MAX_CHARS or not _LANGUAGE.match(name):
-        shown = name if len(name) <= 40 else name[:39] + "…"
-        raise InvalidInput(
-            f"language {shown!r} is not a language name (letters, spaces and hyphens only, "
-            f"at most {LANGUAGE_MAX_WORDS} words and {LANGUAGE_MAX_CHARS} characters; "
-            "e.g. Japanese, Brazilian Portuguese)")
-    return name
-
-
 class RunConfig(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     ticker: str
     trade_date: dt.date

@@ -21,7 +21,7 @@ OptionalText = Annotated[str | None, BeforeValidator(_nullish_to_none)]
 
 
 class _Decision(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     def render(self) -> str:
         """Markdown of the decision; every schema has its own."""

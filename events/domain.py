@@ -21,7 +21,7 @@ Tier = Literal["quick", "deep"]
 
 
 class DomainEvent(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
     SCHEMA_VERSION: ClassVar[int] = 1
     if TYPE_CHECKING:  # every event class declares its own Literal ``type`` field
         type: str

@@ -7,8 +7,10 @@ import hmac
 import json
 import uuid
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from events.domain import DomainEvent
+if TYPE_CHECKING:  # annotations only: reading rows of a store needs no pydantic
+    from events.domain import DomainEvent
 
 GENESIS_HASH = "0" * 64
 #: Chain version of every new event: HMAC-SHA-256 with the chain key, position included.

@@ -4,7 +4,15 @@ text) into a single line fit for a terminal, an event field or a log line.
 A leaf module: it imports nothing of ours, so every package may use it."""
 from __future__ import annotations
 
-__all__ = ["one_line", "flatten"]
+__all__ = ["InvalidInput", "StoreError", "one_line", "flatten"]
+
+
+class InvalidInput(ValueError):
+    """Bad user input: the message is one line a user can act on."""
+
+
+class StoreError(RuntimeError):
+    """Base class of store errors; the message is meant for a user."""
 
 
 def _cut(text: str, limit: int) -> str:

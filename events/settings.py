@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from events.config import InvalidInput
+from events.errors import InvalidInput
 
 __all__ = ["Setting", "SETTINGS", "SettingError", "setting", "spec", "is_set"]
 

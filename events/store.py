@@ -33,12 +33,10 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from events import bodies as lean_bodies
 from events.chain import ChainKeyError, key_id, load_chain_key, sign, signature_ok
-from events.codec import EventDecodeError, decode, encode
-from events.domain import DomainEvent
 from events.envelope import (
     CHAIN_VERSION,
     GENESIS_HASH,
@@ -49,15 +47,15 @@ from events.envelope import (
     derived_event_id,
     keyed_chain_hash,
 )
+from events.errors import StoreError
+
+if TYPE_CHECKING:
+    from events.domain import DomainEvent
 
 VERIFY_CHUNK = 10_000  # rows per query in verify_all: bounded memory whatever the store size
 KNOWN_BODIES = 100_000  # body ids remembered as stored (skip re-inserting them)
 KEY_MISMATCH = ("chain key does not match this store (set TA_ACTORS_CHAIN_KEY or the key file "
                 "used when it was written)")
-
-
-class StoreError(RuntimeError):
-    """Base class of store errors; the message is meant for a user."""
 
 
 class ConcurrencyError(StoreError):
@@ -437,6 +435,7 @@ class EventStore(ABC):
             raise ConcurrencyError(req.stream, req.expected_version, version)
         rows = []
         found: dict[str, str] = {}
+        from events.codec import encode  # pydantic: not needed by read-model-only commands
         for i, new in enumerate(req.events):
             type_, schema_version, payload_json = encode(new.payload)
             payload_json, used = lean_bodies.lean(payload_json)
@@ -596,6 +595,7 @@ class EventStore(ABC):
     def _to_stored(row: RawEvent, payload: DomainEvent | None = None,
                    found: dict[str, str] | None = None) -> StoredEvent:
         if payload is None:
+            from events.codec import EventDecodeError, decode  # late, like encode above
             where = f"{row.stream}#{row.seq}"
             text = row.payload_json
             if row.chain >= 2 and lean_bodies.may_refer(text):

@@ -9,9 +9,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
-from events import domain as d
 from events.envelope import StoredEvent
+
+if TYPE_CHECKING:
+    from events import domain as d
 
 MEMORY_STREAM = "memory"
 MEMORY_TYPES = ("RunRequested", "PortfolioDecisionIssued", "OutcomeResolved", "ReflectionRecorded")
@@ -42,6 +45,7 @@ class MemoryEntry:
 def memory_entries(events: Iterable[StoredEvent]) -> list[MemoryEntry]:
     """Entries in decision order; a later decision for the same (ticker, date) replaces the
     earlier one (the log is idempotent per ticker and date)."""
+    from events import domain as d  # late: read-model queries need no pydantic
     requested: dict[str, tuple[str, dt.date]] = {}
     entries: dict[str, MemoryEntry] = {}
     for e in events:

@@ -5,7 +5,6 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from events import domain as d
 from events.envelope import StoredEvent
 
 #: Event types this projection needs (the store can filter on them).
@@ -26,6 +25,7 @@ class RunSummary:
 
 
 def summarize_runs(events: Iterable[StoredEvent]) -> list[RunSummary]:
+    from events import domain as d  # late: read-model queries need no pydantic
     runs: dict[str, RunSummary] = {}
     for e in events:
         p, run = e.payload, runs.get(e.stream)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from events import domain as d
 from events.envelope import StoredEvent
 
 USAGE_TYPES = ("LLMCallCompleted", "LLMCallFailed")
@@ -37,6 +36,7 @@ class UsageRow:
 
 
 def usage(events: Iterable[StoredEvent], by: str = "model") -> list[UsageRow]:
+    from events import domain as d  # late: read-model queries need no pydantic
     if by not in GROUPS:
         raise ValueError(f"cannot group by {by!r}; choose from {', '.join(GROUPS)}")
     rows: dict[str, UsageRow] = {}

@@ -31,7 +31,6 @@ import datetime as dt
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from events import domain as d
 from events.envelope import StoredEvent, utc
 from events.views import NOT_NULL, Change, Insert, Ref, Table, Update, View
 from projections.memory import MemoryEntry
@@ -53,6 +52,7 @@ def _aware(moment: dt.datetime | None) -> dt.datetime | None:
 
 # ---- runs -------------------------------------------------------------------------------------
 def run_changes(e: StoredEvent) -> list[Change]:
+    from events import domain as d  # late: read-model queries need no pydantic
     p, key, now = e.payload, {"run_id": e.stream}, _ts(e.recorded_at)
     match p:
         case d.RunRequested():
@@ -123,6 +123,7 @@ _CLEARED = dict.fromkeys(("rating", "decision", "decided_position", *_OUTCOME, "
 
 
 def memory_changes(e: StoredEvent) -> list[Change]:
+    from events import domain as d  # late: read-model queries need no pydantic
     p = e.payload
     match p:
         case d.RunRequested():
@@ -184,6 +185,7 @@ MEMORY_VIEW = View(
 
 
 def entry_from_row(row: Mapping[str, Any]) -> MemoryEntry:
+    from events import domain as d  # late: read-model queries need no pydantic
     outcome = None
     if row["resolved_on"] is not None:
         outcome = d.OutcomeResolved(
@@ -199,6 +201,7 @@ def entries_from_rows(rows: Iterable[Mapping[str, Any]]) -> list[MemoryEntry]:
 
 # ---- calls (usage) ----------------------------------------------------------------------------
 def call_changes(e: StoredEvent) -> list[Change]:
+    from events import domain as d  # late: read-model queries need no pydantic
     p = e.payload
     if not isinstance(p, d.LLMCallCompleted | d.LLMCallFailed) or e.actor == "fork":
         return []  # a fork's copies were paid for once, by the run they came from

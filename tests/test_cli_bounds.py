@@ -143,7 +143,7 @@ def test_out_in_an_unwritable_folder_is_refused(cli_pure, store_path, tmp_path):
 
 
 def test_out_check_accepts_new_and_existing_folders(tmp_path):
-    from cli.options import check_out_dir
+    from cli.common import check_out_dir
     check_out_dir(None)
     check_out_dir(tmp_path)
     check_out_dir(tmp_path / "new" / "deeper")
@@ -180,11 +180,11 @@ def test_budget_check_matches_run_config():
 # --- exit codes and plain text ---------------------------------------------------------------
 
 def test_a_bug_is_exit_1_with_one_line(cli_pure, store_path, monkeypatch):
-    import cli.running
+    import cli.options  # `run` imports build_configs from here when it starts
 
     def broken(*args, **kwargs):
         raise RuntimeError("something broke\n  File 'x.py', line 1\n  more traceback")
-    monkeypatch.setattr(cli.running, "build_configs", broken)
+    monkeypatch.setattr(cli.options, "build_configs", broken)
     line = refused(cli_pure("run", "NVDA", "--date", DATE, "--store", store_path),
                    "RuntimeError: something broke", code=1)
     assert "--debug" in line

@@ -8,7 +8,9 @@ import datetime as dt
 import pytest
 from pydantic import ValidationError
 
-from events.config import InvalidInput, RunConfig, validate_ticker, validate_trade_date
+from events.config import RunConfig
+from events.errors import InvalidInput
+from events.inputs import validate_ticker, validate_trade_date
 from events.decisions import PortfolioDecision, TradeProposal
 from events.rating import Rating, TraderAction, parse_action, parse_rating
 

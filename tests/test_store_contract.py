@@ -137,7 +137,7 @@ class DuckDBBackend(Backend):
         con = duckdb.connect(str(self.path))
         try:
             con.execute("DELETE FROM bodies WHERE id = ?", [body_id])
-            con.execute("INSERT INTO bodies VALUES (?, ?)", [body_id, text])
+            con.execute("INSERT INTO bodies (id, text) VALUES (?, ?)", [body_id, text])
         finally:
             con.close()
         return DuckDBEventStore(self.path, chain_key=self.key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pytest
 
-from events.domain import TurnAssigned
+from events.domain import AnalystReportSubmitted, TurnAssigned
 from events.duckdb_store import DuckDBEventStore
 from events.envelope import NewEvent
 from events.store import AppendRequest, StoreError
@@ -265,3 +265,54 @@ def test_rows_are_built_by_column_name_whatever_the_column_order(filled):
         assert [e.seq for e in events] == list(range(1, 11))
         assert events[0].payload.turn_id == "run-a-0-1"
         assert store.verify("run-a").ok
+
+
+# ---- packed bodies ----------------------------------------------------------------------------
+def report(text: str) -> list[NewEvent]:
+    return [NewEvent(AnalystReportSubmitted(turn_id="analyst:market", analyst="market",
+                                            report=text), actor="worker")]
+
+
+TABLE = "\n".join(f"2024-05-{d:02d},{900 + d}.25,{910 + d}.5,{890 + d}.75,{905 + d}.0,4{d}1000"
+                  for d in range(1, 29))  # a tool result: compresses well
+SHORT = "Momentum is positive but the last three sessions closed below the open, twice."
+
+
+def test_long_bodies_are_packed_short_ones_stay_text_and_both_read_back(path):
+    with DuckDBEventStore(path) as store:
+        (event,) = store.append("run-a", report(f"{TABLE}\n\n{SHORT}"))
+        assert store.read_stream("run-a")[0].payload.report == f"{TABLE}\n\n{SHORT}"
+        assert store.verify_all().ok
+    stored = dict((t, (text, packed)) for t, text, packed in rows(
+        path, "SELECT CASE WHEN packed IS NULL THEN 'text' ELSE 'packed' END, text, packed "
+              "FROM bodies"))
+    assert stored["packed"][0] == "" and len(stored["packed"][1]) < len(TABLE) * 0.5
+    assert stored["text"] == (SHORT, None)
+
+
+def test_an_altered_packed_body_is_caught(path):
+    import zlib
+    with DuckDBEventStore(path) as store:
+        store.append("run-a", report(TABLE))
+    rows(path, "UPDATE bodies SET packed = ? WHERE packed IS NOT NULL",
+         [zlib.compress(TABLE.replace("901.25", "951.25").encode())])
+    with DuckDBEventStore(path, read_only=True) as store:
+        result = store.verify_all()
+    assert not result.ok and "altered" in result.problems[0].problem
+
+
+def test_a_lean_store_from_before_packing_reads_and_then_packs_new_bodies(path):
+    """Bodies written as plain text (no ``packed`` column) read as they are, read-only or
+    not; a read-write open adds the column and new bodies are packed beside the old ones."""
+    with DuckDBEventStore(path) as store:
+        store.append("run-a", report(TABLE))
+    rows(path, "UPDATE bodies SET text = ? WHERE packed IS NOT NULL", [TABLE])
+    rows(path, "ALTER TABLE bodies DROP COLUMN packed")
+    with DuckDBEventStore(path, read_only=True) as store:
+        assert store.read_stream("run-a")[0].payload.report == TABLE
+        assert store.verify_all().ok
+    with DuckDBEventStore(path) as store:
+        store.append("run-b", report(TABLE.replace("2024", "2023")))
+        assert [e.payload.report[:4] for e in store.read_all()] == ["2024", "2023"]
+        assert store.verify_all().ok
+    assert rows(path, "SELECT count(packed) FROM bodies") == [(1,)]
