@@ -66,6 +66,20 @@ class Fundamentals(Rec):
     values: dict[str, Any] = Field(default_factory=dict)
 
 
+#: Texts vendors put where a value is missing (Yahoo profiles carry "None", "n/a", "-", ...):
+#: never a company's name, sector or industry.
+PLACEHOLDERS = frozenset({"", "none", "null", "nan", "n/a", "na", "n.a.", "-", "--", "—",
+                          "?", "unknown", "not available", "not applicable"})
+
+
+def present(value: Any) -> str | None:
+    """``value`` as trimmed text, or None when it is missing or a placeholder."""
+    if value is None or isinstance(value, float) and value != value:
+        return None
+    text = " ".join(str(value).split())
+    return None if text.lower() in PLACEHOLDERS else text
+
+
 def day_of(ts: dt.datetime | dt.date) -> dt.date:
     """The calendar day of a timestamp in UTC: the unit every look-ahead guard compares."""
     if isinstance(ts, dt.datetime):

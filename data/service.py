@@ -18,7 +18,7 @@ from . import snapshot as snap
 from .frames import between
 from .indicators import compute_many
 from .limits import VENDOR_RATES, Throttle, ThrottledVendor
-from .model import NoData, day_of
+from .model import NoData, day_of, present
 from .router import Answer, DataError, route
 from .symbols import benchmark_for as _benchmark_for
 from .symbols import to_yahoo
@@ -250,8 +250,8 @@ class MarketData:
                               note=str(exc))
 
         def call(fn):
-            info = fn(symbol)
-            if not info or not info.get("name"):
+            info = {k: present(v) for k, v in (fn(symbol) or {}).items()}
+            if not info.get("name"):  # "None", "n/a", "-" ... are no name
                 raise NoData("no name known")
             return info
         try:
@@ -262,10 +262,8 @@ class MarketData:
             return Instrument(ticker=ticker, symbol=symbol, available=False,
                               note=f"no vendor knew {ticker!r} (tried as {symbol!r}): "
                                    + "; ".join(answer.reasons))
-        fields: dict[str, Any] = {
-            k: (str(v) if v is not None else None) for k, v in (
-                (k, answer.value.get(k))
-                for k in ("name", "sector", "industry", "exchange", "currency"))}
+        fields: dict[str, Any] = {k: answer.value.get(k) for k in (
+            "name", "sector", "industry", "exchange", "currency")}
         return Instrument(ticker=ticker, symbol=symbol, vendor=answer.vendor, **fields)
 
     def closes(self, symbol: str, start: dt.date, end: dt.date) -> list[tuple[dt.date, float]]:
