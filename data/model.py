@@ -23,6 +23,11 @@ class RateLimited(RuntimeError):
     """The vendor refused for now; the router moves on to the next vendor."""
 
 
+class AuthFailed(RuntimeError):
+    """The vendor refused our credentials (a missing, invalid or demo key): no retry and no
+    rate-limit wait helps; the message names the variable to fix."""
+
+
 class Rec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
