@@ -44,7 +44,8 @@ class MarketData:
                  data_dir: str | None = None, cache_path: str | None = None,
                  session: "requests.Session | None" = None, *,
                  retry_delays: Sequence[float] = (1.0, 4.0, 10.0),
-                 throttle: "Throttle | None" = None):
+                 throttle: "Throttle | None" = None,
+                 max_stale_days: int = snap.MAX_STALE_DAYS):
         self.vendors = {**DEFAULT_VENDORS, **{k: tuple(v) for k, v in (vendors or {}).items()}}
         self.tool_vendors = {k: tuple(v) for k, v in (tool_vendors or {}).items()}
         for chain in [*self.vendors.values(), *self.tool_vendors.values()]:
@@ -54,6 +55,7 @@ class MarketData:
                                        + ", ".join(VENDOR_NAMES))
         self.data_dir, self.session, self.retry_delays = data_dir, session, tuple(retry_delays)
         self.throttle = throttle  # vendor rate limits shared by every replica (data.limits)
+        self.max_stale_days = max_stale_days  # snapshot freshness (RunConfig.max_stale_days)
         self._cache = None
         if cache_path:
             from .cache import Cache
@@ -232,6 +234,8 @@ class MarketData:
 
     def snapshot(self, ticker: str, trade_date: dt.date, n_closes: int = 30,
                  tool: str | None = None) -> MarketSnapshot | None:
+        """The verified snapshot; None without bars; StalePrices (a NoData, with the note
+        to record) when the first vendor's last bar is too old."""
         symbol = to_yahoo(ticker)
         start = snap.history_start(trade_date)
         answer = self.bars(symbol, start, trade_date, tool=tool)
@@ -239,7 +243,8 @@ class MarketData:
             return None
         return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes,
                           compute_fn=lambda names, bars: self.indicators(
-                              symbol, start, trade_date, names, bars, tool=tool))
+                              symbol, start, trade_date, names, bars, tool=tool),
+                          max_stale_days=self.max_stale_days)
 
     def identity(self, ticker: str) -> Instrument:
         ticker = str(ticker or "").strip().upper()

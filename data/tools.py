@@ -15,7 +15,7 @@ from events.config import InvalidInput
 from events.records import ToolResult, ToolSpec
 
 from .indicators import INDICATORS, UnknownIndicator
-from .snapshot import history_start
+from .snapshot import StalePrices, history_start
 from .symbols import to_yahoo
 
 NO_DATA = "NO_DATA_AVAILABLE"
@@ -152,7 +152,10 @@ def _indicators(md, a: _Args) -> ToolResult:
 def _snapshot(md, a: _Args) -> ToolResult:
     asked, sym = a.symbol("symbol")
     curr, n = a.date("curr_date"), a.int("look_back_days", 30, 1, 120)
-    got = md.snapshot(sym, curr, n_closes=n, tool=a.name)
+    try:
+        got = md.snapshot(sym, curr, n_closes=n, tool=a.name)
+    except StalePrices as exc:
+        return no_data(f"a verified snapshot for {_who(asked, sym)} on {curr}", [str(exc)])
     if got is None:
         return no_data(f"prices for {_who(asked, sym)} on or before {curr}", [])
     return ToolResult(status="ok", text=got.render(), vendor=got.vendor)

@@ -123,6 +123,9 @@ class RunConfig(BaseModel):
     llm_max_retries: int = Field(3, ge=0, le=10)
     llm_timeout_s: float = Field(120.0, gt=0)
     offline_latency_s: float = Field(0.0, ge=0)
+    #: Freshness of the verified snapshot: its last bar at most this many trading days
+    #: (weekdays) before the trade date, else no snapshot (data/snapshot.py).
+    max_stale_days: int = Field(5, ge=0, le=3650)
 
     @field_validator("ticker")
     @classmethod
