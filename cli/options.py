@@ -75,7 +75,8 @@ def parse_analysts(raw: str) -> tuple[str, ...]:
 
 def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
                   ) -> dict[str, tuple[str, ...]]:
-    """One vendor for every category (social keeps its own chain unless offline)."""
+    """One vendor for every category it can serve; the others (social, macro and
+    predictions for yfinance or alpha_vantage) keep their default chains."""
     if vendor is None:
         vendor = "local" if data_dir else ("synthetic" if offline else None)
     if vendor is None:
@@ -84,12 +85,8 @@ def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
         raise InvalidInput(f"unknown vendor {vendor!r}; choose from {', '.join(VENDORS)}")
     if vendor == "local" and not data_dir:
         raise InvalidInput("--vendor local needs --data-dir DIR (a folder of SYMBOL.csv files)")
-    chains: dict[str, tuple[str, ...]] = {category: (vendor,) for category in DEFAULT_VENDORS}
-    if vendor in ("yfinance", "alpha_vantage"):
-        chains["social"] = DEFAULT_VENDORS["social"]
-    elif vendor == "local":
-        chains["social"] = ("local",)
-    return chains
+    return {category: (vendor,) if category in VENDOR_CATEGORIES[vendor] else chain
+            for category, chain in DEFAULT_VENDORS.items()}
 
 
 def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, ...]]:

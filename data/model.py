@@ -65,6 +65,26 @@ class Post(Rec):
     sentiment: str | None = None
 
 
+class Observation(Rec):
+    """One value of a macro series (FRED), as it was published by the trade date."""
+    date: dt.date
+    value: float
+
+
+class Prediction(Rec):
+    """One prediction market: its question, when it opened, and the price of each outcome
+    (0..1, read as a probability) at ``priced_at``; no prices when none was quoted by the
+    trade date."""
+    question: str
+    created: dt.datetime
+    closes: dt.date | None = None
+    event: str | None = None
+    outcomes: tuple[str, ...] = ()
+    prices: tuple[float, ...] = ()
+    priced_at: dt.datetime | None = None
+    volume: float | None = None
+
+
 class Fundamentals(Rec):
     """Key statistics. ``as_of`` is when the numbers were true; None means 'today' (live)."""
     as_of: dt.date | None = None

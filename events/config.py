@@ -19,6 +19,8 @@ DEFAULT_VENDORS: dict[str, tuple[str, ...]] = {
     "news": ("yfinance",),
     "social": ("reddit", "stocktwits"),
     "identity": ("yfinance",),
+    "macro": ("fred",),
+    "predictions": ("polymarket",),
 }
 OFFLINE_VENDORS: dict[str, tuple[str, ...]] = {k: ("synthetic",) for k in DEFAULT_VENDORS}
 _MARKET = ("prices", "indicators", "fundamentals", "news", "identity")
@@ -26,8 +28,27 @@ _MARKET = ("prices", "indicators", "fundamentals", "news", "identity")
 VENDOR_CATEGORIES: dict[str, tuple[str, ...]] = {
     "yfinance": _MARKET, "alpha_vantage": _MARKET,
     "reddit": ("social",), "stocktwits": ("social",),
+    "fred": ("macro",), "polymarket": ("predictions",),
     "local": tuple(DEFAULT_VENDORS), "synthetic": tuple(DEFAULT_VENDORS),
 }
+
+#: Categories added after the first six: a configuration that names a news chain but not
+#: these (an older run, a hand-written one) gets, for each, the news vendors that can serve
+#: it, else its default; so an all-synthetic or all-local configuration stays offline.
+_FOLLOW_NEWS = ("macro", "predictions")
+
+
+def complete_chains(value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """``value`` with every category: the given chains, then the rule above, then defaults."""
+    merged = {k: tuple(v) for k, v in value.items()}
+    for category in _FOLLOW_NEWS:
+        if category not in merged:
+            follow = tuple(v for v in merged.get("news", ())
+                           if category in VENDOR_CATEGORIES.get(v, ()))
+            if follow:
+                merged[category] = follow
+    return {**DEFAULT_VENDORS, **merged}
+
 
 _TICKER = re.compile(r"^\^?[A-Z0-9][A-Z0-9._\-=]{0,30}$")  # "^" only leads (index symbols)
 #: The first trade date any vendor can have bars for.
@@ -169,7 +190,7 @@ class RunConfig(BaseModel):
                     able = [v for v, cats in VENDOR_CATEGORIES.items() if category in cats]
                     raise ValueError(f"vendor {vendor!r} cannot serve {category}; "
                                      f"choose from {', '.join(able)}")
-        return {**DEFAULT_VENDORS, **value}
+        return complete_chains(value)
 
     @field_validator("tool_vendors")
     @classmethod

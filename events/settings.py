@@ -121,6 +121,8 @@ SETTINGS: tuple[Setting, ...] = (
             default_factory=_user_config("chain.key"), shown="user config dir/chain.key"),
     Setting("ALPHA_VANTAGE_API_KEY", str, "Alpha Vantage key (vendor `alpha_vantage`)",
             secret=True),
+    Setting("FRED_API_KEY", str, "FRED key (vendor `fred`: the news analyst's macro indicators)",
+            secret=True),
 )
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 
