@@ -65,12 +65,14 @@ _CONFIDENCE_AT = ((15, Confidence.HIGH), (5, Confidence.MEDIUM), (0, Confidence.
 
 def sentiment_reading(facts: Facts) -> tuple[SentimentBand, float, Confidence]:
     """The offline sentiment rule, on the posts' own mood tags (StockTwits and synthetic
-    posts carry them): score = 5 + 5 x (bullish - bearish) / tagged; Mixed when bullish and
-    bearish posts are each at least 40% of the tagged ones; no tagged post -> Neutral 5."""
+    posts carry them): score = 5 + 5 x (bullish - bearish) / tagged, to the whole point (a
+    judgement on a 0-10 scale, not a measured figure), and the band of that score; Mixed when
+    bullish and bearish posts are each at least 40% of the tagged ones; no tagged post ->
+    Neutral 5."""
     tags = [m.lower() for t in facts.tools if t.name == "get_social_posts" and t.status == "ok"
             for m in _MOOD_TAG.findall(t.content)]
     bull, bear, n = tags.count("bullish"), tags.count("bearish"), len(tags)
-    score = round(5 + 5 * (bull - bear) / n, 1) if n else 5.0
+    score = float(round(5 + 5 * (bull - bear) / n)) if n else 5.0
     mixed = n > 0 and min(bull, bear) >= 0.4 * n
     band = SentimentBand.MIXED if mixed else band_for_score(score)
     confidence = next(level for at, level in _CONFIDENCE_AT if n >= at)

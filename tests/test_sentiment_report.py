@@ -106,9 +106,9 @@ def test_offline_reading_from_mood_tags():
     reply = asyncio.run(offline.complete(request))
     assert reply.output_mode == "structured"
     assert (reply.structured["band"], reply.structured["score"],
-            reply.structured["confidence"]) == ("Mildly Bullish", 6.7, "medium")
+            reply.structured["confidence"]) == ("Mildly Bullish", 7.0, "medium")
     report = asyncio.run(offline.complete(request.model_copy(update={"output_schema": None})))
-    assert report.text.rstrip().endswith("Sentiment: Mildly Bullish, score 6.7, "
+    assert report.text.rstrip().endswith("Sentiment: Mildly Bullish, score 7, "
                                           "confidence medium")
 
 
