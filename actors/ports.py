@@ -113,14 +113,14 @@ class MarketDesk:
     async def _service(self, config: Any) -> Any:
         key = (tuple(sorted((k, tuple(v)) for k, v in config.vendors.items())),
                tuple(sorted((k, tuple(v)) for k, v in config.tool_vendors.items())),
-               config.data_dir)
+               config.data_dir, config.max_stale_days)
         async with self._lock:
             if key not in self._services:
                 from data.service import MarketData
                 self._services[key] = await asyncio.to_thread(
                     MarketData, vendors=config.vendors, tool_vendors=config.tool_vendors,
                     data_dir=config.data_dir, cache_path=self.cache_path,
-                    throttle=self.throttle)
+                    throttle=self.throttle, max_stale_days=config.max_stale_days)
             return self._services[key]
 
     async def call_tools(self, calls: list[tuple[str, dict]], trade_date: dt.date,

@@ -169,5 +169,12 @@ def reflection_message(ticker: str, trade_date: str, decision: str, raw: float, 
             f"Benchmark {benchmark} return: {raw - alpha:+.2%}\nAlpha: {alpha:+.2%}\n\n"
             "Reflect on the decision.")
 
+#: Asked once, after the report, when a structured-report role's report has no labelled
+#: line to read the structure from (events/sentiment.py parses it first).
+STRUCTURE_REPORT = ("Hand in your report in the requested structure: the overall sentiment "
+                    "band, a score from 0 (most bearish) to 10 (most bullish), your confidence "
+                    "(low, medium or high), and as the narrative your whole report above, "
+                    "unchanged. Add no new facts.")
+
 CAP_REACHED = ("You have used all the tool calls allowed for this report. Write the report now "
                "with what you have; say which data you could not fetch.")

@@ -13,7 +13,7 @@ from actors import prompts
 from actors.ports import LLMPort, MarketPort
 from data.tools import TOOL_SPECS
 from events import domain as d
-from events.decisions import DECISION_SCHEMAS
+from events.decisions import DECISION_SCHEMAS, SentimentReport
 from events.errors import one_line
 from events.records import Message, ToolCall, ToolResult
 from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
@@ -187,8 +187,7 @@ class RoleTurn:
                                            tool_calls=call.tool_calls)]
             if not call.tool_calls or capped:
                 text = call.response_text.strip() or "(the model returned an empty report)"
-                return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
-                                                report=text)
+                return await self._report(text, messages, index + 1)
             await self._record_unrecorded()  # the loop goes on: the call is used now
             allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
             results = await self.call_tools(index, allowed)  # independent: fetched together
@@ -204,6 +203,35 @@ class RoleTurn:
                                                     cap=cap), f"{self.turn.turn_id}:cap")
                 messages.append(Message(role="user", content=prompts.CAP_REACHED))
             index += 1
+
+    async def _report(self, text: str, messages: list[Message], index: int
+                      ) -> d.AnalystReportSubmitted:
+        """The analyst's report; for the social analyst (the role with a structured report,
+        SCHEMA_OF_ROLE) also its SentimentReport: read from the report's own labelled
+        "Sentiment:" line when it has one (no extra call), else asked for once with the
+        schema (native structured output where the model allows, else the free-text
+        fallback). The narrative is always the report the analyst wrote."""
+        t, schema = self.turn, SCHEMA_OF_ROLE.get(self.role)
+        if schema is None:
+            return d.AnalystReportSubmitted(turn_id=t.turn_id, analyst=self.role, report=text)
+        own_line = SentimentReport.freetext_fields(text)
+        if own_line:
+            read = SentimentReport.model_validate(  # no confidence given: low
+                {"confidence": "low", **own_line, "narrative": text})
+            return d.AnalystReportSubmitted(turn_id=t.turn_id, analyst=self.role,
+                                            report=read.render(), sentiment=read,
+                                            output_mode="freetext")
+        await self._record_unrecorded()  # the report call is used now: record it first
+        ask = messages + [Message(role="user", content=prompts.STRUCTURE_REPORT)]
+        call = await self.call_model(index, ask, [], schema, final=True)
+        try:
+            fields = SentimentReport.model_validate(call.structured or {}).model_dump()
+        except Exception:  # the gateway guarantees validity; stay safe on old events
+            fields = from_freetext(schema, call.response_text)
+        structured = SentimentReport.model_validate({**fields, "narrative": text})
+        return d.AnalystReportSubmitted(turn_id=t.turn_id, analyst=self.role,
+                                        report=structured.render(), sentiment=structured,
+                                        output_mode=call.output_mode)
 
     def _output(self, call: d.LLMCallCompleted, schema: str | None) -> d.DomainEvent:
         t, text = self.turn, call.response_text.strip()

@@ -23,7 +23,7 @@ ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
        "vendor": "TA_ACTORS_VENDOR", "vendors": "TA_ACTORS_VENDORS",
        "data_dir": "TA_ACTORS_DATA_DIR", "language": "TA_ACTORS_OUTPUT_LANGUAGE",
-       "max_tickers": "TA_ACTORS_MAX_TICKERS"}
+       "max_tickers": "TA_ACTORS_MAX_TICKERS", "max_stale_days": "TA_ACTORS_MAX_STALE_DAYS"}
 #: Bounds of a --tickers-file: it is read no further than this.
 TICKERS_FILE_MAX_BYTES = 1_000_000
 TICKERS_FILE_MAX_LINES = 20_000
@@ -32,7 +32,8 @@ FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
          "max_tool_calls": "--max-tool-calls", "token_budget": "--token-budget",
          "cost_budget_usd": "--cost-budget", "output_language": "--language",
          "holding_days": "--holding-days", "benchmark": "--benchmark",
-         "offline_latency_s": "--latency", "trade_date": "--date"}
+         "offline_latency_s": "--latency", "trade_date": "--date",
+         "max_stale_days": "--max-stale-days"}
 
 
 def _config_error(exc: ValidationError) -> InvalidInput:
@@ -70,7 +71,8 @@ def parse_analysts(raw: str) -> tuple[str, ...]:
 
 def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
                   ) -> dict[str, tuple[str, ...]]:
-    """One vendor for every category (social keeps its own chain unless offline)."""
+    """One vendor for every category it can serve; the others (social, macro and
+    predictions for yfinance or alpha_vantage) keep their default chains."""
     if vendor is None:
         vendor = "local" if data_dir else ("synthetic" if offline else None)
     if vendor is None:
@@ -79,12 +81,8 @@ def vendor_chains(vendor: str | None, data_dir: str | None, offline: bool
         raise InvalidInput(f"unknown vendor {vendor!r}; choose from {', '.join(VENDORS)}")
     if vendor == "local" and not data_dir:
         raise InvalidInput("--vendor local needs --data-dir DIR (a folder of SYMBOL.csv files)")
-    chains: dict[str, tuple[str, ...]] = {category: (vendor,) for category in DEFAULT_VENDORS}
-    if vendor in ("yfinance", "alpha_vantage"):
-        chains["social"] = DEFAULT_VENDORS["social"]
-    elif vendor == "local":
-        chains["social"] = ("local",)
-    return chains
+    return {category: (vendor,) if category in VENDOR_CATEGORIES[vendor] else chain
+            for category, chain in DEFAULT_VENDORS.items()}
 
 
 def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, ...]]:
@@ -164,6 +162,7 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
         chains.update(parse_vendor_chains(per_category, data_dir))
     extra = {k: v for k, v in extra.items() if v is not None}
     extra.setdefault("output_language", setting(ENV["language"]))
+    extra.setdefault("max_stale_days", setting(ENV["max_stale_days"]))
     fields: dict[str, Any] = dict(
         analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
         risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,

@@ -27,6 +27,8 @@ VENDOR_RATES: dict[str, Rate] = {
     "alpha_vantage": Rate(per_s=5 / 60, burst=5),  # 5 a minute on a free key
     "reddit": Rate(per_s=1.0, burst=2),
     "stocktwits": Rate(per_s=1.0, burst=2),
+    "fred": Rate(per_s=2.0, burst=5),  # FRED allows 120 requests a minute per key
+    "polymarket": Rate(per_s=2.0, burst=5),  # far below Polymarket's public API limits
 }
 
 

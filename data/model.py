@@ -23,6 +23,11 @@ class RateLimited(RuntimeError):
     """The vendor refused for now; the router moves on to the next vendor."""
 
 
+class AuthFailed(RuntimeError):
+    """The vendor refused our credentials (a missing, invalid or demo key): no retry and no
+    rate-limit wait helps; the message names the variable to fix."""
+
+
 class Rec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -60,10 +65,44 @@ class Post(Rec):
     sentiment: str | None = None
 
 
+class Observation(Rec):
+    """One value of a macro series (FRED), as it was published by the trade date."""
+    date: dt.date
+    value: float
+
+
+class Prediction(Rec):
+    """One prediction market: its question, when it opened, and the price of each outcome
+    (0..1, read as a probability) at ``priced_at``; no prices when none was quoted by the
+    trade date."""
+    question: str
+    created: dt.datetime
+    closes: dt.date | None = None
+    event: str | None = None
+    outcomes: tuple[str, ...] = ()
+    prices: tuple[float, ...] = ()
+    priced_at: dt.datetime | None = None
+    volume: float | None = None
+
+
 class Fundamentals(Rec):
     """Key statistics. ``as_of`` is when the numbers were true; None means 'today' (live)."""
     as_of: dt.date | None = None
     values: dict[str, Any] = Field(default_factory=dict)
+
+
+#: Texts vendors put where a value is missing (Yahoo profiles carry "None", "n/a", "-", ...):
+#: never a company's name, sector or industry.
+PLACEHOLDERS = frozenset({"", "none", "null", "nan", "n/a", "na", "n.a.", "-", "--", "—",
+                          "?", "unknown", "not available", "not applicable"})
+
+
+def present(value: Any) -> str | None:
+    """``value`` as trimmed text, or None when it is missing or a placeholder."""
+    if value is None or isinstance(value, float) and value != value:
+        return None
+    text = " ".join(str(value).split())
+    return None if text.lower() in PLACEHOLDERS else text
 
 
 def day_of(ts: dt.datetime | dt.date) -> dt.date:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Sequence
 
 from events.errors import flatten
 
-from .model import NoData, NotConfigured, RateLimited
+from .model import AuthFailed, NoData, NotConfigured, RateLimited
 
 
 class DataError(RuntimeError):
@@ -52,6 +52,8 @@ def route(vendors: Sequence[Any], capability: str, call: Callable[[Callable], An
             reasons.append(flatten(f"{vendor.name}: {exc}"))
         except RateLimited as exc:
             errors.append(flatten(f"{vendor.name}: rate limited ({exc})"))
+        except AuthFailed as exc:
+            errors.append(flatten(f"{vendor.name}: authentication failed ({exc})"))
         except Exception as exc:  # a vendor's failure must not take the run down
             errors.append(flatten(f"{vendor.name}: {type(exc).__name__}: {exc}"))
         else:

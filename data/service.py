@@ -10,7 +10,7 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from events.config import DEFAULT_VENDORS, VENDOR_CATEGORIES, InvalidInput
+from events.config import VENDOR_CATEGORIES, InvalidInput, complete_chains
 from events.records import Instrument, MarketSnapshot, ToolResult
 from events.settings import setting
 
@@ -18,7 +18,8 @@ from . import snapshot as snap
 from .frames import between
 from .indicators import compute_many
 from .limits import VENDOR_RATES, Throttle, ThrottledVendor
-from .model import NoData, day_of
+from .macro import MACRO_HISTORY_DAYS
+from .model import NoData, day_of, present
 from .router import Answer, DataError, route
 from .symbols import benchmark_for as _benchmark_for
 from .symbols import to_yahoo
@@ -44,8 +45,9 @@ class MarketData:
                  data_dir: str | None = None, cache_path: str | None = None,
                  session: "requests.Session | None" = None, *,
                  retry_delays: Sequence[float] = (1.0, 4.0, 10.0),
-                 throttle: "Throttle | None" = None):
-        self.vendors = {**DEFAULT_VENDORS, **{k: tuple(v) for k, v in (vendors or {}).items()}}
+                 throttle: "Throttle | None" = None,
+                 max_stale_days: int = snap.MAX_STALE_DAYS):
+        self.vendors = complete_chains({k: tuple(v) for k, v in (vendors or {}).items()})
         self.tool_vendors = {k: tuple(v) for k, v in (tool_vendors or {}).items()}
         for chain in [*self.vendors.values(), *self.tool_vendors.values()]:
             for name in chain:
@@ -54,6 +56,7 @@ class MarketData:
                                        + ", ".join(VENDOR_NAMES))
         self.data_dir, self.session, self.retry_delays = data_dir, session, tuple(retry_delays)
         self.throttle = throttle  # vendor rate limits shared by every replica (data.limits)
+        self.max_stale_days = max_stale_days  # snapshot freshness (RunConfig.max_stale_days)
         self._cache = None
         if cache_path:
             from .cache import Cache
@@ -92,6 +95,12 @@ class MarketData:
         elif name == "reddit":
             from .vendors.reddit import RedditVendor
             return self._limited(RedditVendor(self.session))
+        elif name == "fred":
+            from .vendors.fred import FredVendor
+            return self._limited(FredVendor(setting("FRED_API_KEY"), self.session))
+        elif name == "polymarket":
+            from .vendors.polymarket import PolymarketVendor
+            return self._limited(PolymarketVendor(self.session))
         else:
             from .vendors.stocktwits import StocktwitsVendor
             return self._limited(StocktwitsVendor(self.session))
@@ -206,6 +215,37 @@ class MarketData:
         return self._route("fundamentals", tool, "insider", call,
                            f"insider transactions for {symbol}")
 
+    def macro(self, series_id: str, trade_date: dt.date, tool: str | None = None) -> Answer:
+        """Observations of one macro series as published by the trade date, dated on or
+        before it (the last ``MACRO_HISTORY_DAYS`` days of them)."""
+        start = trade_date - dt.timedelta(days=MACRO_HISTORY_DAYS)
+
+        def call(fn):
+            rows = [o for o in fn(series_id, start, trade_date, trade_date)
+                    if start <= o.date <= trade_date]
+            if not rows:
+                raise NoData(f"no {series_id} observations on or before {trade_date}")
+            return sorted(rows, key=lambda o: o.date)
+        return self._route("macro", tool, "macro", call, f"macro series {series_id}")
+
+    def predictions(self, query: str, trade_date: dt.date, limit: int = 5,
+                    tool: str | None = None) -> Answer:
+        """Prediction markets matching ``query`` that opened on or before the trade date,
+        with odds only as quoted by then."""
+        def call(fn):
+            kept = []
+            for market in fn(query, trade_date, limit):
+                if day_of(market.created) > trade_date:
+                    continue
+                if market.priced_at is not None and day_of(market.priced_at) > trade_date:
+                    market = market.model_copy(update={"prices": (), "priced_at": None})
+                kept.append(market)
+            if not kept:
+                raise NoData(f"no prediction market on {query!r} opened by {trade_date}")
+            return kept[:limit]
+        return self._route("predictions", tool, "predictions", call,
+                           f"prediction markets on {query!r}")
+
     def social(self, symbol: str, start: dt.date, end: dt.date,
                tool: str | None = None) -> list[tuple[str, list | str]]:
         """Every social vendor is asked (not just the first): the sentiment analyst wants both
@@ -232,6 +272,8 @@ class MarketData:
 
     def snapshot(self, ticker: str, trade_date: dt.date, n_closes: int = 30,
                  tool: str | None = None) -> MarketSnapshot | None:
+        """The verified snapshot; None without bars; StalePrices (a NoData, with the note
+        to record) when the first vendor's last bar is too old."""
         symbol = to_yahoo(ticker)
         start = snap.history_start(trade_date)
         answer = self.bars(symbol, start, trade_date, tool=tool)
@@ -239,7 +281,8 @@ class MarketData:
             return None
         return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes,
                           compute_fn=lambda names, bars: self.indicators(
-                              symbol, start, trade_date, names, bars, tool=tool))
+                              symbol, start, trade_date, names, bars, tool=tool),
+                          max_stale_days=self.max_stale_days)
 
     def identity(self, ticker: str) -> Instrument:
         ticker = str(ticker or "").strip().upper()
@@ -250,8 +293,8 @@ class MarketData:
                               note=str(exc))
 
         def call(fn):
-            info = fn(symbol)
-            if not info or not info.get("name"):
+            info = {k: present(v) for k, v in (fn(symbol) or {}).items()}
+            if not info.get("name"):  # "None", "n/a", "-" ... are no name
                 raise NoData("no name known")
             return info
         try:
@@ -262,10 +305,8 @@ class MarketData:
             return Instrument(ticker=ticker, symbol=symbol, available=False,
                               note=f"no vendor knew {ticker!r} (tried as {symbol!r}): "
                                    + "; ".join(answer.reasons))
-        fields: dict[str, Any] = {
-            k: (str(v) if v is not None else None) for k, v in (
-                (k, answer.value.get(k))
-                for k in ("name", "sector", "industry", "exchange", "currency"))}
+        fields: dict[str, Any] = {k: answer.value.get(k) for k in (
+            "name", "sector", "industry", "exchange", "currency")}
         return Instrument(ticker=ticker, symbol=symbol, vendor=answer.vendor, **fields)
 
     def closes(self, symbol: str, start: dt.date, end: dt.date) -> list[tuple[dt.date, float]]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from events.records import Bar, MarketSnapshot
 
 from .indicators import compute_many
+from .model import NoData
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -22,6 +23,34 @@ SNAPSHOT_INDICATORS = ("close_10_ema", "close_50_sma", "close_200_sma", "rsi", "
 #: Calendar days of history before the trade date used for every indicator (SMA-200 needs
 #: ~290 calendar days; the rest lets EMA/Wilder smoothing converge far below 1e-9).
 HISTORY_DAYS = 800
+
+
+#: Default freshness: the last bar at most this many trading days before the trade date.
+MAX_STALE_DAYS = 5
+
+
+class StalePrices(NoData):
+    """The newest bar on or before the trade date is too old for a verified snapshot (a
+    delisted or halted symbol, a folder of files that stops early): no snapshot is better
+    than a year-old close presented as today's."""
+
+
+def trading_days_after(last: dt.date, day: dt.date) -> int:
+    """Weekdays after ``last`` up to and including ``day`` (exchange holidays count: the
+    measure errs towards calling a series fresh by a day or two, never stale wrongly)."""
+    import numpy as np
+    return int(np.busday_count(last + dt.timedelta(days=1), day + dt.timedelta(days=1)))
+
+
+def check_fresh(symbol: str, vendor: str, last: dt.date, trade_date: dt.date,
+                max_stale_days: int) -> None:
+    """StalePrices, with a note a reader can act on, when ``last`` is too old."""
+    gap = trading_days_after(last, trade_date)
+    if gap > max_stale_days:
+        raise StalePrices(
+            f"stale prices for {symbol}: the last bar ({last}, via {vendor}) is {gap} trading "
+            f"days before {trade_date}; a verified snapshot needs one within {max_stale_days} "
+            "(--max-stale-days / TA_ACTORS_MAX_STALE_DAYS), so there is none")
 
 
 def history_start(trade_date: dt.date, look_back_days: int = 0) -> dt.date:
@@ -35,9 +64,10 @@ def _num(value: float) -> float | None:
 
 def build(symbol: str, trade_date: dt.date, bars: "pd.DataFrame", vendor: str,
           n_closes: int = 30,
-          compute_fn: Callable[[Iterable[str], "pd.DataFrame"], dict] = compute_many
-          ) -> MarketSnapshot | None:
-    """Snapshot from normalised bars; None when there is no bar on or before the date.
+          compute_fn: Callable[[Iterable[str], "pd.DataFrame"], dict] = compute_many, *,
+          max_stale_days: int = MAX_STALE_DAYS) -> MarketSnapshot | None:
+    """Snapshot from normalised bars; None when there is no bar on or before the date,
+    StalePrices when the last one is more than ``max_stale_days`` trading days before it.
     ``compute_fn`` computes several indicators at once (and may answer from a memo)."""
     import pandas as pd
     bars = bars[bars.index <= pd.Timestamp(trade_date)]
@@ -45,6 +75,7 @@ def build(symbol: str, trade_date: dt.date, bars: "pd.DataFrame", vendor: str,
         return None
     last = bars.iloc[-1]
     day = bars.index[-1].date()
+    check_fresh(symbol, vendor, day, trade_date, max_stale_days)
     series = compute_fn(SNAPSHOT_INDICATORS, bars)
     indicators = {name: _num(series[name].iloc[-1]) for name in SNAPSHOT_INDICATORS}
     tail = bars["close"].iloc[-n_closes:]

@@ -26,11 +26,16 @@ def safe(sym: str) -> str:
 
 
 def to_yahoo(raw: str) -> str:
-    """The Yahoo spelling of ``raw`` (e.g. BRK.B -> BRK-B, XAUUSD -> GC=F, TSE:7203 -> 7203.T).
+    """The Yahoo spelling of ``raw`` (e.g. BRK.B -> BRK-B, XAUUSD -> GC=F, TSE:7203 -> 7203.T,
+    BTC-USDT -> BTC-USD; a broker's trailing "+" as in XAUUSD+ is dropped).
 
-    Raises InvalidInput when the result is not a safe ticker."""
+    Raises InvalidInput when the result is not a safe ticker, or ``raw`` is not text."""
+    if raw is not None and not isinstance(raw, str):
+        return validate_ticker(raw)  # raises: the validator's own message
     t = table()
-    s = re.sub(r"\s+", "", str(raw or "")).upper()
+    s = re.sub(r"\s+", "", raw or "").upper()
+    if len(s) > 1:
+        s = s.rstrip("+")  # MT4/MT5 brokers mark a contract variant with "+" (XAUUSD+)
     if ":" in s:
         prefix, s = s.split(":", 1)
         suffix = t["exchange_prefix"].get(prefix, "")
@@ -42,7 +47,7 @@ def to_yahoo(raw: str) -> str:
         return safe(t["aliases"][s])
     pair = s.replace("/", "")
     for base in t["crypto_bases"]:
-        quote = pair[len(base):]
+        quote = pair[len(base):].removeprefix("-")  # BTC-USDT as well as BTCUSDT
         if pair.startswith(base) and quote in t["crypto_quotes"]:
             return validate_ticker(f"{base}-{t['crypto_quotes'][quote]}")
     if len(pair) == 6 and pair[:3] in t["currencies"] and pair[3:] in t["currencies"]:

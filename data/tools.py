@@ -15,7 +15,9 @@ from events.config import InvalidInput
 from events.records import ToolResult, ToolSpec
 
 from .indicators import INDICATORS, UnknownIndicator
-from .snapshot import history_start
+from .macro import DEFAULT_MACRO, MACRO_SERIES
+from .router import DataError
+from .snapshot import StalePrices, history_start
 from .symbols import to_yahoo
 
 NO_DATA = "NO_DATA_AVAILABLE"
@@ -152,7 +154,10 @@ def _indicators(md, a: _Args) -> ToolResult:
 def _snapshot(md, a: _Args) -> ToolResult:
     asked, sym = a.symbol("symbol")
     curr, n = a.date("curr_date"), a.int("look_back_days", 30, 1, 120)
-    got = md.snapshot(sym, curr, n_closes=n, tool=a.name)
+    try:
+        got = md.snapshot(sym, curr, n_closes=n, tool=a.name)
+    except StalePrices as exc:
+        return no_data(f"a verified snapshot for {_who(asked, sym)} on {curr}", [str(exc)])
     if got is None:
         return no_data(f"prices for {_who(asked, sym)} on or before {curr}", [])
     return ToolResult(status="ok", text=got.render(), vendor=got.vendor)
@@ -246,6 +251,91 @@ def _social(md, a: _Args) -> ToolResult:
                       + "\n".join(sections), vendor="+".join(found))
 
 
+def _plain(v: float) -> str:
+    """A value as FRED publishes it: up to three decimals, no trailing zeros."""
+    return format(v, ",.3f").rstrip("0").rstrip(".")
+
+
+def _series_ids(raw: Any) -> list[str]:
+    """The requested series ids (a list or comma text), checked against MACRO_SERIES."""
+    items = raw if isinstance(raw, list) else str(raw).replace(";", ",").split(",")
+    ids = list(dict.fromkeys(str(i).strip().upper() for i in items if str(i).strip()))
+    unknown = [i for i in ids if i not in MACRO_SERIES]
+    if unknown:
+        raise InvalidInput(f"unknown series {', '.join(unknown)}; valid series: "
+                           + ", ".join(MACRO_SERIES))
+    return ids[:6] or list(DEFAULT_MACRO)
+
+
+def _macro_section(series_id: str, rows: list) -> list[str]:
+    row, last = MACRO_SERIES[series_id], rows[-1]
+    lines = [f"## {series_id}: {row.title} ({row.units}, {row.frequency})",
+             f"latest: {_plain(last.value)} on {last.date}"]
+    if len(rows) > 1:
+        lines.append(f"previous: {_plain(rows[-2].value)} on {rows[-2].date}")
+    year_ago = [o for o in rows if o.date <= last.date - dt.timedelta(days=365)]
+    if year_ago:
+        then = year_ago[-1]
+        change = f"change {last.value - then.value:+,.3f}".rstrip("0").rstrip(".")
+        if row.units != "percent" and row.units != "percentage points" and then.value:
+            change += f", {100 * (last.value / then.value - 1):+.2f}%"
+        lines.append(f"a year earlier: {_plain(then.value)} on {then.date} ({change})")
+    return lines
+
+
+def _macro(md, a: _Args) -> ToolResult:
+    curr = a.date("curr_date")
+    ids = _series_ids(a.raw.get("series") or [])
+    sections, reasons, vendors = [], [], []
+    for series_id in ids:
+        try:
+            ans = md.macro(series_id, curr, tool=a.name)
+        except DataError as exc:  # context, not the core of a run: a note, never a failure
+            reasons.append(f"{series_id}: unavailable ({exc})")
+            continue
+        if not ans.found:
+            reasons.append(f"{series_id}: " + "; ".join(ans.reasons))
+            continue
+        vendors.append(ans.vendor)
+        sections += _macro_section(series_id, ans.value)
+    if not sections:
+        return no_data(f"macro indicators ({', '.join(ids)}) as published by {curr}", reasons)
+    vendor = "+".join(dict.fromkeys(vendors))
+    head = [f"# Macro indicators as published by {curr} (vendor {vendor}; values dated on or "
+            "before that day, later revisions excluded)"]
+    tail = [f"(no data: {r})" for r in reasons]
+    return ToolResult(status="ok", text="\n".join(head + sections + tail), vendor=vendor)
+
+
+def _odds(p: Any) -> str:
+    if not p.prices:
+        return "no price quoted by the trade date"
+    quoted = ", ".join(f"{o} {price:.2f}" for o, price in zip(p.outcomes, p.prices))
+    return f"{quoted} (quoted {p.priced_at:%Y-%m-%d %H:%M} UTC)"
+
+
+def _predictions(md, a: _Args) -> ToolResult:
+    query = " ".join(str(a.get("query")).split())[:100]
+    if not query:
+        raise InvalidInput("query is empty; give a topic such as a company or 'Fed rate cut'")
+    curr, limit = a.date("curr_date"), a.int("limit", 5, 1, 10)
+    try:
+        ans = md.predictions(query, curr, limit, tool=a.name)
+    except DataError as exc:  # context, not the core of a run: a note, never a failure
+        return no_data(f"prediction markets on {query!r} opened by {curr}",
+                       [f"unavailable ({exc})"])
+    if not ans.found:
+        return no_data(f"prediction markets on {query!r} opened by {curr}", ans.reasons)
+    lines = [f"# Prediction markets on {query!r} opened on or before {curr} (vendor "
+             f"{ans.vendor}; prices are probabilities 0..1)"]
+    for p in ans.value:
+        closes = f" | closes {p.closes}" if p.closes else ""
+        volume = f" | volume {_num(p.volume)}" if p.volume is not None else ""
+        lines.append(f"- {p.question} | opened {p.created:%Y-%m-%d}{closes} | {_odds(p)}"
+                     f"{volume}")
+    return ToolResult(status="ok", text="\n".join(lines), vendor=ans.vendor)
+
+
 @dataclass(frozen=True)
 class Tool:
     """One analyst tool: what the model sees (``spec``), what answers it (``handler``) and
@@ -292,6 +382,20 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
     Tool(_spec("get_insider_transactions", "Insider transactions on or before curr_date.",
                {"ticker": _S, "curr_date": _DATE}, ["ticker", "curr_date"]),
          _insider, "fundamentals"),
+    Tool(_spec("get_macro_indicators", "Macro indicators from FRED (rates, inflation, jobs, "
+               "yields) as published by curr_date: latest value, previous, a year earlier. "
+               "Series: " + ", ".join(f"{k} ({v.title})" for k, v in MACRO_SERIES.items())
+               + f". Default: {', '.join(DEFAULT_MACRO)}.",
+               {"curr_date": _DATE, "series": {"type": "array", "items": {
+                   "type": "string", "enum": list(MACRO_SERIES)},
+                   "description": "FRED series ids (at most 6)"}}, ["curr_date"]),
+         _macro, "macro"),
+    Tool(_spec("get_prediction_markets", "Prediction-market odds (Polymarket) on a topic, "
+               "from markets opened on or before curr_date, priced as of that day.",
+               {"query": {"type": "string", "description": "a company, ticker or event, "
+                          "e.g. 'NVIDIA' or 'Fed rate cut'"},
+                "curr_date": _DATE, "limit": {"type": "integer", "default": 5}},
+               ["query", "curr_date"]), _predictions, "predictions"),
     Tool(_spec("get_social_posts", "Recent Reddit and StockTwits posts about the ticker.",
                {"ticker": _S, "curr_date": _DATE, "look_back_days": _days(7, "calendar days")},
                ["ticker", "curr_date"]), _social, "social"),

@@ -21,6 +21,8 @@ DEFAULT_VENDORS: dict[str, tuple[str, ...]] = {
     "news": ("yfinance",),
     "social": ("reddit", "stocktwits"),
     "identity": ("yfinance",),
+    "macro": ("fred",),
+    "predictions": ("polymarket",),
 }
 OFFLINE_VENDORS: dict[str, tuple[str, ...]] = {k: ("synthetic",) for k in DEFAULT_VENDORS}
 _MARKET = ("prices", "indicators", "fundamentals", "news", "identity")
@@ -28,8 +30,27 @@ _MARKET = ("prices", "indicators", "fundamentals", "news", "identity")
 VENDOR_CATEGORIES: dict[str, tuple[str, ...]] = {
     "yfinance": _MARKET, "alpha_vantage": _MARKET,
     "reddit": ("social",), "stocktwits": ("social",),
+    "fred": ("macro",), "polymarket": ("predictions",),
     "local": tuple(DEFAULT_VENDORS), "synthetic": tuple(DEFAULT_VENDORS),
 }
+
+#: Categories added after the first six: a configuration that names a news chain but not
+#: these (an older run, a hand-written one) gets, for each, the news vendors that can serve
+#: it, else its default; so an all-synthetic or all-local configuration stays offline.
+_FOLLOW_NEWS = ("macro", "predictions")
+
+
+def complete_chains(value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+    """``value`` with every category: the given chains, then the rule above, then defaults."""
+    merged = {k: tuple(v) for k, v in value.items()}
+    for category in _FOLLOW_NEWS:
+        if category not in merged:
+            follow = tuple(v for v in merged.get("news", ())
+                           if category in VENDOR_CATEGORIES.get(v, ()))
+            if follow:
+                merged[category] = follow
+    return {**DEFAULT_VENDORS, **merged}
+
 
 class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
@@ -55,6 +76,9 @@ class RunConfig(BaseModel):
     llm_max_retries: int = Field(3, ge=0, le=10)
     llm_timeout_s: float = Field(120.0, gt=0)
     offline_latency_s: float = Field(0.0, ge=0)
+    #: Freshness of the verified snapshot: its last bar at most this many trading days
+    #: (weekdays) before the trade date, else no snapshot (data/snapshot.py).
+    max_stale_days: int = Field(5, ge=0, le=3650)
 
     @field_validator("ticker")
     @classmethod
@@ -98,7 +122,7 @@ class RunConfig(BaseModel):
                     able = [v for v, cats in VENDOR_CATEGORIES.items() if category in cats]
                     raise ValueError(f"vendor {vendor!r} cannot serve {category}; "
                                      f"choose from {', '.join(able)}")
-        return {**DEFAULT_VENDORS, **value}
+        return complete_chains(value)
 
     @field_validator("tool_vendors")
     @classmethod

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from events.config import Analyst, RunConfig
-from events.decisions import OutputMode, PortfolioDecision, ResearchPlan, TradeProposal
+from events.decisions import (OutputMode, PortfolioDecision, ResearchPlan, SentimentReport,
+                              TradeProposal)
 from events.rating import Rating
 from events.records import Attempt, Instrument, MarketSnapshot, Message, ToolCall, ToolResult
 
@@ -143,6 +144,10 @@ class AnalystReportSubmitted(DomainEvent):
     turn_id: str
     analyst: Analyst
     report: str
+    #: The social analyst's structured read (band, score, confidence, narrative) and how it
+    #: was obtained; None for the other analysts and for runs recorded before it existed.
+    sentiment: SentimentReport | None = None
+    output_mode: OutputMode | None = None
 
 
 class DebateArgumentMade(DomainEvent):

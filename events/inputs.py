@@ -17,18 +17,26 @@ _WORD = r"[^\W\d_]+(?:-[^\W\d_]+)*"  # unicode letters, hyphen-joined
 _LANGUAGE = re.compile(rf"^{_WORD}(?: {_WORD}){{0,{LANGUAGE_MAX_WORDS - 1}}}$")
 
 
-def validate_ticker(raw: str) -> str:
-    """Upper-cased ticker that is safe in a path, a file name and a query, or InvalidInput."""
-    ticker = (raw or "").strip().upper()
+def validate_ticker(raw: object) -> str:
+    """Upper-cased ticker that is safe in a path, a file name and a query, or InvalidInput
+    (also for a value that is not text at all, e.g. a number from a JSON or YAML list)."""
+    if raw is None:
+        raw = ""
+    if not isinstance(raw, str):
+        raise InvalidInput(_bad_ticker(raw))
+    ticker = raw.strip().upper()
     if not ticker:
         raise InvalidInput("ticker is empty")
     if len(ticker) > 32:
         raise InvalidInput(f"ticker {raw!r} is longer than 32 characters")
     if ".." in ticker or set(ticker) <= {".", "-", "_"} or not _TICKER.match(ticker):
-        raise InvalidInput(
-            f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ = only, starting "
-            "with a letter, a digit or an index's ^; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
+        raise InvalidInput(_bad_ticker(raw))
     return ticker
+
+
+def _bad_ticker(raw: object) -> str:
+    return (f"ticker {raw!r} is not a valid symbol (letters, digits and . - _ = only, starting "
+            "with a letter, a digit or an index's ^; e.g. NVDA, BRK-B, 7203.T, ^GSPC)")
 
 
 def validate_trade_date(raw: str | dt.date, today: dt.date | None = None) -> dt.date:

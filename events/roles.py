@@ -20,7 +20,7 @@ class RoleSpec:
     title: str  # how reports and prompts name the role
     tier: Tier = "quick"
     output: str | None = None  # the event type a turn of this role answers with
-    schema: str | None = None  # structured-output schema (decisions)
+    schema: str | None = None  # structured-output schema (decisions, the sentiment report)
     tools: tuple[str, ...] = ()  # tools an analyst may call
     report_file: str | None = None  # path of its report, relative to the run's folder
 
@@ -30,9 +30,11 @@ ROLES: dict[str, RoleSpec] = {r.name: r for r in (
              tools=("get_stock_data", "get_indicators", "get_verified_market_snapshot"),
              report_file="1_analysts/market.md"),
     RoleSpec("social", "analyst", "Social Sentiment Analyst", output="AnalystReportSubmitted",
-             tools=("get_social_posts", "get_news"), report_file="1_analysts/sentiment.md"),
+             schema="SentimentReport", tools=("get_social_posts", "get_news"),
+             report_file="1_analysts/sentiment.md"),
     RoleSpec("news", "analyst", "News Analyst", output="AnalystReportSubmitted",
-             tools=("get_news", "get_global_news", "get_insider_transactions"),
+             tools=("get_news", "get_global_news", "get_insider_transactions",
+                    "get_macro_indicators", "get_prediction_markets"),
              report_file="1_analysts/news.md"),
     RoleSpec("fundamentals", "analyst", "Fundamentals Analyst", output="AnalystReportSubmitted",
              tools=("get_fundamentals", "get_balance_sheet", "get_cashflow",
@@ -71,13 +73,16 @@ RISK_ORDER = in_stage("risk")
 DEEP_ROLES = frozenset(name for name, spec in ROLES.items() if spec.tier == "deep")
 #: Roles that answer turns, and the event type each answers with.
 OUTPUT_OF_ROLE: dict[str, str] = {n: s.output for n, s in ROLES.items() if s.output}
-#: Roles whose turn ends in a structured decision, and its schema.
+#: Roles whose turn ends in a structured output (a decision, the sentiment report), and its
+#: schema.
 SCHEMA_OF_ROLE: dict[str, str] = {n: s.schema for n, s in ROLES.items() if s.schema}
+#: Of those, the roles whose whole turn is one decision (no tools, no report).
+DECISION_OF_ROLE: dict[str, str] = {n: s for n, s in SCHEMA_OF_ROLE.items()
+                                    if ROLES[n].stage != "analyst"}
 #: Tools each analyst may call.
 TOOLS_OF_ROLE: dict[str, tuple[str, ...]] = {n: s.tools for n, s in ROLES.items() if s.tools}
 #: The deciding role of each decision event type.
-ROLE_OF_DECISION: dict[str, str] = {
-    s.output: n for n, s in ROLES.items() if s.schema and s.output}
+ROLE_OF_DECISION: dict[str, str] = {str(ROLES[n].output): n for n in DECISION_OF_ROLE}
 
 
 def speaker_of(output: object) -> str:

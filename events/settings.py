@@ -105,6 +105,9 @@ SETTINGS: tuple[Setting, ...] = (
             "English", flag="--language"),
     Setting("TA_ACTORS_MAX_TICKERS", int, "most tickers one command may research", 500,
             flag="--max-tickers"),
+    Setting("TA_ACTORS_MAX_STALE_DAYS", int,
+            "most trading days a verified snapshot's last bar may lie before the trade date",
+            5, flag="--max-stale-days"),
     Setting("TA_ACTORS_CACHE", Path, "market-data cache file (DuckDB)",
             default_factory=_user_cache("market-cache.duckdb"),
             shown="user cache dir/market-cache.duckdb"),
@@ -117,6 +120,8 @@ SETTINGS: tuple[Setting, ...] = (
             "file holding the chain key (created on first use, mode 0600)",
             default_factory=_user_config("chain.key"), shown="user config dir/chain.key"),
     Setting("ALPHA_VANTAGE_API_KEY", str, "Alpha Vantage key (vendor `alpha_vantage`)",
+            secret=True),
+    Setting("FRED_API_KEY", str, "FRED key (vendor `fred`: the news analyst's macro indicators)",
             secret=True),
 )
 _BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -39,7 +39,9 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "ToolCallCompleted": lambda e: (f"{e.tool}({', '.join(f'{k}={v}' for k, v in e.arguments.items())})"
                                     f" {e.result.status} via {e.result.vendor}"),
     "ToolCapReached": lambda e: f"{e.role} hit the cap of {e.cap} tool calls",
-    "AnalystReportSubmitted": lambda e: f"{e.analyst}: {_clip(e.report, 70)}",
+    "AnalystReportSubmitted": lambda e: f"{e.analyst}: " + (
+        f"{e.sentiment.band.value}, score {e.sentiment.score:g} ({e.output_mode}) "
+        if e.sentiment else _clip(e.report, 70)),
     "DebateArgumentMade": lambda e: f"{e.speaker} r{e.round}: {_clip(e.argument, 70)}",
     "InvestmentPlanIssued": lambda e: f"{e.plan.recommendation.value} ({e.output_mode})",
     "TradeProposed": lambda e: f"{e.proposal.action.value} ({e.output_mode})",

@@ -29,10 +29,25 @@ class Capabilities:
 
 DEFAULT = Capabilities()
 
+# DeepSeek in thinking mode (api-docs.deepseek.com/guides/thinking_mode, re-checked for
+# issue 12; litellm's bundled model_prices_and_context_window.json lists deepseek-v4-flash
+# and deepseek-v4-pro with function calling and reasoning): temperature has no effect;
+# JSON output is json_object only, never json_schema; after a tool call the turn's
+# reasoning_content must be sent back; forcing a named tool is not documented there.
+_DEEPSEEK_THINKING: dict[str, Any] = {
+    "temperature": False, "json_schema": False, "tool_choice": False,
+    "resend_reasoning": True, "reasoning": "thinking"}
+# MiniMax M2 / M2.1 / M2.5 / M3 on api.minimax.io (/v1/chat/completions documents
+# reasoning_split; litellm's map lists them with function calling and reasoning). Sources
+# for the hosts that differ: Kilo-Org/kilocode#11653 (NVIDIA NIM answers 400 to the field),
+# vellum-ai/vellum-assistant#34912 (Fireworks routes thinking to reasoning_content with it).
+_MINIMAX_SPLIT: dict[str, Any] = {"json_schema": False, "tool_choice": False,
+                                  "reasoning": "thinking",
+                                  "extra_body": {"reasoning_split": True}}
+
 # Rows: only the fields that differ from DEFAULT.
 _BY_ID: dict[str, dict[str, Any]] = {
-    "deepseek/deepseek-reasoner": {"temperature": False, "json_schema": False,
-                                   "tool_choice": False, "resend_reasoning": True},
+    "deepseek/deepseek-reasoner": _DEEPSEEK_THINKING,
     "deepseek/deepseek-chat": {"json_schema": False},
     "openai/gpt-4.1-mini": {},
     "openai/gpt-4.1": {},
@@ -54,12 +69,25 @@ _BY_PATTERN: list[tuple[str, dict[str, Any]]] = [
     ("bedrock/*anthropic.claude*", {"json_schema": False, "reasoning": "thinking"}),
     ("gemini/gemini-2.5*", {"reasoning": "effort"}),
     # DeepSeek thinking variants (forward compatible: deepseek-v5-reasoner, ...).
-    ("deepseek/*reason*", {"temperature": False, "json_schema": False, "tool_choice": False,
-                           "resend_reasoning": True}),
+    ("deepseek/*reason*", _DEEPSEEK_THINKING),
+    # DeepSeek V4 and later "flash" / "pro" (deepseek-v4-flash, deepseek-v4.1-flash,
+    # deepseek-v4-pro, deepseek-v5-pro, the aliases deepseek-flash / deepseek-pro): one id for
+    # chat and thinking, thinking on by default, so they behave like the reasoner.
+    ("deepseek/deepseek-v[4-9]*flash*", _DEEPSEEK_THINKING),
+    ("deepseek/deepseek-v[4-9]*-pro*", _DEEPSEEK_THINKING),
+    ("deepseek/deepseek-flash*", _DEEPSEEK_THINKING),
+    ("deepseek/deepseek-pro", _DEEPSEEK_THINKING),
+    ("deepseek/deepseek-pro-*", _DEEPSEEK_THINKING),
     ("deepseek/*", {"json_schema": False}),
-    # MiniMax: keep <think> blocks out of the answer text.
-    ("minimax/*", {"json_schema": False, "tool_choice": False,
-                   "extra_body": {"reasoning_split": True}}),
+    # MiniMax's own API: the M2 / M3 thinking models accept reasoning_split (their <think>
+    # text then comes back in reasoning_content, out of the answer); older models do not
+    # think and get no such field. MiniMax documents no tool_choice and no json_schema.
+    ("minimax/minimax-m[2-9]*", _MINIMAX_SPLIT),
+    ("minimax/*", {"json_schema": False, "tool_choice": False}),
+    # MiniMax served by others: Fireworks honours reasoning_split; NVIDIA NIM rejects the
+    # field with HTTP 400, so it is never sent there.
+    ("fireworks_ai/*minimax-m[2-9]*", _MINIMAX_SPLIT),
+    ("nvidia_nim/minimaxai/*", {"json_schema": False, "tool_choice": False}),
     ("zai/glm-*", {"json_schema": False, "tool_choice": False}),
     ("dashscope/qwq*", {"temperature": False, "json_schema": False, "tool_choice": False}),
     ("dashscope/*", {"json_schema": False}),

@@ -12,7 +12,10 @@ Behaviour by ``request.role``:
   ``Ticker:`` and ``Trade date:`` lines (start dates 30 days back; one get_indicators call
   per indicator). Then it writes a markdown report that quotes the tool results and the
   verified snapshot verbatim, names every tool that returned NO_DATA_AVAILABLE or an error,
-  and ends with a summary table.
+  and ends with a summary table. The social analyst's report ends with a labelled line
+  "Sentiment: <band>, score <0-10>, confidence <level>" from the posts' mood tags
+  (``offline_text.sentiment_reading``), which the structured sentiment report is read from;
+  asked for the SentimentReport schema directly, it returns the same reading.
 * bull / bear / aggressive / conservative / neutral: an argument built from the snapshot
   figures, answering the opponent's last argument when there is one.
 * research_manager / trader / portfolio_manager (or any request with ``output_schema``): the
@@ -36,17 +39,18 @@ import re
 import time
 
 from events.decisions import (DECISION_SCHEMAS, Decision, PortfolioDecision, ResearchPlan,
-                              TradeProposal)
+                              SentimentReport, TradeProposal)
 from events.rating import Rating, TraderAction, parse_action, parse_rating, rating_to_action
 from events.records import Attempt, ToolCall, ToolSpec
-from events.roles import SCHEMA_OF_ROLE
+from events.roles import DECISION_OF_ROLE
 from providers.base import LLMError, LLMReply, LLMRequest
 from providers.offline_facts import RULE_TEXT, Facts, figure_lines, rating_for, read_facts
-from providers.offline_text import ANALYST_TITLES, LABEL, SPEAKERS, analyst_report, debate_argument
+from providers.offline_text import (ANALYST_TITLES, LABEL, SPEAKERS, analyst_report,
+                                    debate_argument, sentiment_reading)
 
 INDICATORS = ("close_50_sma", "close_200_sma", "rsi", "macd", "macdh", "boll_ub", "boll_lb",
               "atr")
-_DECIDERS = SCHEMA_OF_ROLE  # structured decision each deciding role returns
+_DECIDERS = DECISION_OF_ROLE  # structured decision each deciding role returns
 _SYMBOL_ARGS = {"symbol", "ticker", "ticker_symbol", "company", "query", "stock"}
 _END_ARGS = {"curr_date", "end_date", "end", "date", "trade_date", "as_of"}
 _START_ARGS = {"start_date", "start", "begin_date"}
@@ -172,6 +176,10 @@ def decide(schema: str, facts: Facts) -> dict:
         obj = TradeProposal(action=action, reasoning=basis,
                             entry_price=close if action != TraderAction.HOLD else None,
                             stop_loss=stop, position_sizing=sizing)
+    elif schema == "SentimentReport":
+        band, score, confidence = sentiment_reading(facts)
+        obj = SentimentReport(band=band, score=score, confidence=confidence,
+                              narrative=analyst_report("social", facts))
     elif schema == "PortfolioDecision":
         obj = PortfolioDecision(
             rating=rating, executive_summary=f"{rating.value} {facts.ticker}: the verified "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from events.sentiment import Confidence, SentimentBand, band_for_score
 from providers.offline_facts import Facts, ToolOutcome, figure_lines, rating_for
 
 LABEL = "[offline model: deterministic, not an LLM]"
@@ -57,6 +58,27 @@ def _observations(facts: Facts) -> list[str]:
     return out
 
 
+_MOOD_TAG = re.compile(r"\[(bullish|bearish|neutral)\]", re.IGNORECASE)
+#: Tagged posts needed for medium and for high confidence.
+_CONFIDENCE_AT = ((15, Confidence.HIGH), (5, Confidence.MEDIUM), (0, Confidence.LOW))
+
+
+def sentiment_reading(facts: Facts) -> tuple[SentimentBand, float, Confidence]:
+    """The offline sentiment rule, on the posts' own mood tags (StockTwits and synthetic
+    posts carry them): score = 5 + 5 x (bullish - bearish) / tagged, to the whole point (a
+    judgement on a 0-10 scale, not a measured figure), and the band of that score; Mixed when
+    bullish and bearish posts are each at least 40% of the tagged ones; no tagged post ->
+    Neutral 5."""
+    tags = [m.lower() for t in facts.tools if t.name == "get_social_posts" and t.status == "ok"
+            for m in _MOOD_TAG.findall(t.content)]
+    bull, bear, n = tags.count("bullish"), tags.count("bearish"), len(tags)
+    score = float(round(5 + 5 * (bull - bear) / n)) if n else 5.0
+    mixed = n > 0 and min(bull, bear) >= 0.4 * n
+    band = SentimentBand.MIXED if mixed else band_for_score(score)
+    confidence = next(level for at, level in _CONFIDENCE_AT if n >= at)
+    return band, score, confidence
+
+
 def analyst_report(role: str, facts: Facts) -> str:
     title = ANALYST_TITLES.get(role, f"{role.title()} analysis")
     day = facts.trade_date.isoformat() if facts.trade_date else "the trade date"
@@ -91,6 +113,10 @@ def analyst_report(role: str, facts: Facts) -> str:
     for tool in missing:
         out.append(f"| {tool.name} | {tool.status.replace('_', ' ')} | tool result |")
     out.append(f"| signal | {rating.value} (score {total:+d}) | offline rule |")
+    if role == "social":  # the labelled line the structured report is read from
+        band, score, confidence = sentiment_reading(facts)
+        out += ["", "Read from the mood tags of the posts above (offline rule).",
+                f"Sentiment: {band.value}, score {score:g}, confidence {confidence.value}"]
     return "\n".join(out)
 
 

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from events.decisions import DECISION_SCHEMAS, Decision
 from events.rating import Rating, TraderAction, parse_action, parse_rating
+from events.sentiment import Confidence, SentimentBand, parse_band, parse_confidence
 from providers.base import LLMError
 
 
@@ -111,14 +112,20 @@ def _label_section(text: str, field: str) -> str | None:
 
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+#: How a free-text reply yields each enum field: the scales' own deterministic parsers.
+_ENUM_PARSERS: dict[type[Enum], Any] = {
+    Rating: parse_rating, TraderAction: parse_action, SentimentBand: parse_band,
+    Confidence: parse_confidence}
 
 
 def from_freetext(name: str, text: str) -> dict[str, Any]:
     """A valid ``name`` object built from free text, deterministically.
 
-    Rating fields come from ``parse_rating``, trader actions from ``parse_action``; text fields
-    take their labelled section ("Rationale: ...") or else the whole text; optional numbers
-    take a labelled number or stay empty. Works for any schema made of those field types.
+    Enum fields come from their scale's parser (``_ENUM_PARSERS``: ratings, trader actions,
+    sentiment bands, confidence); text fields take their labelled section ("Rationale: ...")
+    or else the whole text; numbers take a labelled number or stay empty (a number the
+    schema refuses, e.g. a score out of range, is dropped too). Works for any schema made of
+    those field types.
     """
     cls = schema_class(name)
     body = (text or "").strip() or "(the model returned no text)"
@@ -126,10 +133,9 @@ def from_freetext(name: str, text: str) -> dict[str, Any]:
     for field_name, info in cls.model_fields.items():
         kinds = set(get_args(info.annotation)) | {info.annotation}
         section = _label_section(body, field_name)
-        if Rating in kinds:
-            values[field_name] = parse_rating(body).value
-        elif TraderAction in kinds:
-            values[field_name] = parse_action(body).value
+        parser = next((p for kind, p in _ENUM_PARSERS.items() if kind in kinds), None)
+        if parser is not None:
+            values[field_name] = parser(body).value
         elif any(isinstance(k, type) and issubclass(k, Enum) for k in kinds):
             continue  # an enum we do not know how to parse: leave it to its default
         elif float in kinds or int in kinds:
@@ -139,7 +145,13 @@ def from_freetext(name: str, text: str) -> dict[str, Any]:
             values[field_name] = section or body
         else:
             values[field_name] = section
-    return cls.model_validate(values).model_dump(mode="json")
+    values.update(getattr(cls, "freetext_fields", lambda _: {})(body))  # a schema's own line
+    try:
+        return cls.model_validate(values).model_dump(mode="json")
+    except ValidationError:  # a parsed number the schema refuses: as if none was given
+        numbers = {k: None for k, info in cls.model_fields.items()
+                   if {float, int} & (set(get_args(info.annotation)) | {info.annotation})}
+        return cls.model_validate({**values, **numbers}).model_dump(mode="json")
 
 
 def render(name: str, data: dict[str, Any]) -> str:

@@ -138,7 +138,8 @@ def test_bad_calls_are_error_results_not_exceptions(ohlcv_dir):
     assert set(TOOL_SPECS) == {
         "get_stock_data", "get_indicators", "get_verified_market_snapshot", "get_news",
         "get_global_news", "get_fundamentals", "get_balance_sheet", "get_cashflow",
-        "get_income_statement", "get_insider_transactions", "get_social_posts"}
+        "get_income_statement", "get_insider_transactions", "get_social_posts",
+        "get_macro_indicators", "get_prediction_markets"}
     for spec in TOOL_SPECS.values():
         assert spec.parameters["type"] == "object"
         assert set(spec.parameters["required"]) <= set(spec.parameters["properties"])

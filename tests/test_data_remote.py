@@ -11,7 +11,7 @@ import requests
 from requests.adapters import BaseAdapter
 from requests.models import Response
 
-from data.service import MarketData
+from data.service import DataError, MarketData
 
 D = dt.date(2024, 5, 10)
 AV_DAILY = {"Meta Data": {"2. Symbol": "IBM"}, "Time Series (Daily)": {
@@ -43,9 +43,14 @@ REDDIT = {"data": {"children": [
               "score": 42, "created_utc": 1715270400}},      # 2024-05-09
     {"data": {"title": "NVDA after", "selftext": "", "author": "late", "score": 1,
               "created_utc": 1715500000}}]}}                 # 2024-05-12
+# Reddit's search feed: the post body is escaped HTML in <content>, then Reddit's footer.
 ATOM = """<?xml version="1.0" encoding="UTF-8"?><feed xmlns="http://www.w3.org/2005/Atom">
-<entry><author><name>/u/feeduser</name></author><title>NVDA from the feed</title>
-<published>2024-05-08T12:00:00+00:00</published></entry></feed>"""
+<entry><author><name>/u/feeduser</name><uri>https://www.reddit.com/user/feeduser</uri></author>
+<category term="stocks" label="r/stocks"/>
+<content type="html">&lt;!-- SC_OFF --&gt;&lt;div class=&quot;md&quot;&gt;&lt;p&gt;Data center revenue up 427% &amp;amp; guidance raised.&lt;/p&gt; &lt;p&gt;Holding into the split.&lt;/p&gt;&lt;/div&gt;&lt;!-- SC_ON --&gt; &amp;#32; submitted by &amp;#32; &lt;a href=&quot;https://www.reddit.com/user/feeduser&quot;&gt; /u/feeduser &lt;/a&gt; &lt;br/&gt; &lt;span&gt;&lt;a href=&quot;https://www.reddit.com/r/stocks/comments/1cn/x/&quot;&gt;[link]&lt;/a&gt;&lt;/span&gt; &amp;#32; &lt;span&gt;&lt;a href=&quot;https://www.reddit.com/r/stocks/comments/1cn/x/&quot;&gt;[comments]&lt;/a&gt;&lt;/span&gt;</content>
+<id>t3_1cnxyz</id><link href="https://www.reddit.com/r/stocks/comments/1cn/x/"/>
+<updated>2024-05-08T12:00:00+00:00</updated><published>2024-05-08T12:00:00+00:00</published>
+<title>NVDA from the feed</title></entry></feed>"""
 TWITS = {"messages": [
     {"id": 1, "body": "$NVDA to the moon", "created_at": "2024-05-10T14:00:00Z",
      "user": {"username": "bull1"}, "entities": {"sentiment": {"basic": "Bullish"}}},
@@ -128,6 +133,61 @@ def test_alpha_vantage_rate_limit_note_moves_on(av_key, ohlcv_dir):
     assert got.vendor == "local" and "alpha_vantage: rate limited" in got.reasons[0]
 
 
+#: Refusal replies in Alpha Vantage's documented shapes (HTTP 200, one text field).
+AV_DAILY_QUOTA = {"Information": (
+    "We have detected your API key as K3YK3YK3Y and our standard API rate limit is 25 "
+    "requests per day. Please subscribe to any of the premium plans at "
+    "https://www.alphavantage.co/premium/ to instantly remove all daily rate limits.")}
+AV_PER_MINUTE = {"Note": (
+    "Thank you for using Alpha Vantage! Our standard API call frequency is 5 calls per minute "
+    "and 500 calls per day. Please visit https://www.alphavantage.co/premium/ if you would like "
+    "to target a higher API call frequency.")}
+AV_INVALID_KEY = {"Error Message": (
+    "the parameter apikey is invalid or missing. Please claim your free API key on "
+    "(https://www.alphavantage.co/support/#api-key). It should take less than 20 seconds.")}
+AV_DEMO_KEY = {"Information": (
+    "The **demo** API key is for demo purposes only. Please claim your free API key at "
+    "(https://www.alphavantage.co/support/#api-key) to explore our full API offerings. "
+    "It takes fewer than 20 seconds.")}
+AV_UNKNOWN_SYMBOL = {"Error Message": (
+    "Invalid API call. Please retry or visit the documentation "
+    "(https://www.alphavantage.co/documentation/) for TIME_SERIES_DAILY.")}
+
+
+@pytest.mark.parametrize("reply", [AV_INVALID_KEY, AV_DEMO_KEY])
+def test_alpha_vantage_key_refusal_is_an_authentication_error(av_key, ohlcv_dir, reply):
+    s, _ = session(lambda u: (200, reply))
+    md = MarketData(vendors={"prices": ("alpha_vantage",)}, session=s)
+    with pytest.raises(DataError) as failed:
+        md.bars("NVDA", dt.date(2024, 5, 1), D)
+    message = str(failed.value)
+    assert "alpha_vantage: authentication failed" in message
+    assert "ALPHA_VANTAGE_API_KEY" in message and "rate limited" not in message
+    assert "\n" not in message
+    # another vendor in the chain still answers; the refusal stays among the reasons
+    md = MarketData(vendors={"prices": ("alpha_vantage", "local")}, data_dir=str(ohlcv_dir),
+                    session=s)
+    got = md.bars("NVDA", dt.date(2024, 5, 1), D)
+    assert got.vendor == "local" and "authentication failed" in got.reasons[0]
+
+
+@pytest.mark.parametrize("reply", [AV_DAILY_QUOTA, AV_PER_MINUTE])
+def test_alpha_vantage_throttling_stays_a_rate_limit(av_key, reply):
+    s, _ = session(lambda u: (200, reply))
+    md = MarketData(vendors={"prices": ("alpha_vantage",)}, session=s)
+    with pytest.raises(DataError) as failed:
+        md.bars("NVDA", dt.date(2024, 5, 1), D)
+    assert "alpha_vantage: rate limited" in str(failed.value)
+    assert "authentication" not in str(failed.value)
+
+
+def test_alpha_vantage_unknown_symbol_is_no_data(av_key):
+    s, _ = session(lambda u: (200, AV_UNKNOWN_SYMBOL))
+    got = MarketData(vendors={"prices": ("alpha_vantage",)}, session=s).bars(
+        "ZZZZ", dt.date(2024, 5, 1), D)
+    assert not got.found and "Invalid API call" in got.reasons[0]
+
+
 def social_route(u):
     if "stocktwits" in u.netloc:
         return 200, TWITS
@@ -142,7 +202,10 @@ def test_reddit_json_atom_fallback_and_stocktwits():
     res = md.call_tool("get_social_posts", {"ticker": "NVDA", "curr_date": "2024-05-10"}, D)
     assert res.status == "ok" and res.vendor == "reddit+stocktwits"
     assert "wsb_user: NVDA earnings play - calls" in res.text
-    assert "NVDA from the feed" in res.text  # r/stocks refused JSON, its Atom feed answered
+    # r/stocks refused JSON, its Atom feed answered: the title and the post body, as text
+    assert ("feeduser: NVDA from the feed - Data center revenue up 427% & guidance raised. "
+            "Holding into the split.\n") in res.text + "\n"
+    assert "submitted by" not in res.text and "<p>" not in res.text
     assert "bull1 [bullish]: $NVDA to the moon" in res.text
     assert "NVDA after" not in res.text and "tomorrow" not in res.text
     assert sum("/r/" in c for c in fake.calls) == 4

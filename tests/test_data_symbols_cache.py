@@ -10,7 +10,7 @@ from data.model import NoData
 from data.service import MarketData
 from data.symbols import benchmark_for, to_yahoo
 from data.vendors.synthetic import SyntheticVendor
-from events.config import InvalidInput
+from events.config import InvalidInput, validate_ticker
 
 
 @pytest.mark.parametrize("raw, yahoo", [
@@ -18,9 +18,24 @@ from events.config import InvalidInput
     ("ETHUSD", "ETH-USD"), ("BTC/USDT", "BTC-USD"), ("EURUSD", "EURUSD=X"),
     ("TSE:7203", "7203.T"), ("LON:VOD", "VOD.L"), ("NASDAQ:AAPL", "AAPL"),
     ("NYSE:BRK.B", "BRK-B"), ("HKEX:700", "0700.HK"), ("VOD.L", "VOD.L"), ("SPX", "^GSPC"),
-    ("^GSPC", "^GSPC"), (" nvda ", "NVDA")])
+    ("^GSPC", "^GSPC"), (" nvda ", "NVDA"),
+    # dash-written stablecoin pairs, and a broker's trailing "+" (issue 12)
+    ("BTC-USDT", "BTC-USD"), ("ETH-USDC", "ETH-USD"), ("eth-usdt", "ETH-USD"),
+    ("BTC-USD", "BTC-USD"), ("XAUUSD+", "GC=F"), ("EURUSD+", "EURUSD=X"), ("NVDA+", "NVDA"),
+    ("BTCUSDT+", "BTC-USD")])
 def test_to_yahoo(raw, yahoo):
     assert to_yahoo(raw) == yahoo
+
+
+@pytest.mark.parametrize("raw", [5, 3.5, ["NVDA"], {"t": "NVDA"}, b"NVDA", True])
+def test_a_ticker_that_is_not_text_gets_the_bad_symbol_error(raw):
+    with pytest.raises(InvalidInput) as bad_string:
+        validate_ticker("A;DROP")
+    for check in (validate_ticker, to_yahoo):
+        with pytest.raises(InvalidInput) as got:
+            check(raw)
+        message = str(got.value)
+        assert message == f"ticker {raw!r}" + str(bad_string.value).split("'A;DROP'", 1)[1]
 
 
 def test_unsafe_symbols_are_refused():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -196,3 +197,43 @@ def test_offline_after_one_fetch_is_served_from_cache(yahoo, tmp_path):
     # without the cache the same offline session has nothing to give
     with pytest.raises(DataError, match="yfinance"):
         MarketData(vendors=YF, session=_session(dead)).closes("NVDA", start, end)
+
+
+def _archive_with_profile(shared_data, tmp_path, **changes: dict) -> ArchiveAdapter:
+    """The recorded AAPL responses with some fields replaced: ``quote`` for the v7 quote,
+    else a quoteSummary module (module -> fields)."""
+    folder = tmp_path / "yahoo"
+    shutil.copytree(shared_data / "yahoo", folder)  # a copy in tmp; the shared folder stays
+    for name, path in (("quoteSummary-all-AAPL.json", ("quoteSummary",)),
+                       ("quote-AAPL.json", ("quoteResponse",))):
+        recording = json.loads((folder / name).read_text())
+        result = recording["body"][path[0]]["result"][0]
+        for module, fields in changes.items():
+            if module == "quote" and path == ("quoteResponse",):
+                result.update(fields)
+            elif module != "quote" and path == ("quoteSummary",):
+                result[module].update(fields)
+        (folder / name).write_text(json.dumps(recording))
+    return ArchiveAdapter(folder)
+
+
+@pytest.mark.parametrize("placeholder", ["", "None", "n/a", "N/A", "-", "  null "])
+def test_placeholder_sector_and_industry_are_missing(shared_data, tmp_path, placeholder):
+    adapter = _archive_with_profile(
+        shared_data, tmp_path, assetProfile={"sector": placeholder, "industry": "None"},
+        summaryProfile={"sector": placeholder, "industry": "None"},
+        price={"longName": "n/a"}, quoteType={"longName": "n/a"}, quote={"longName": "n/a"})
+    inst = MarketData(vendors=YF, session=_session(adapter)).identity("AAPL")
+    assert inst.available and inst.name == "Apple Inc."  # the short name, not "n/a"
+    assert (inst.sector, inst.industry) == (None, None)
+
+
+def test_a_placeholder_name_is_no_name(shared_data, tmp_path):
+    fields = {"longName": "None", "shortName": "-"}
+    adapter = _archive_with_profile(shared_data, tmp_path, price=fields, quoteType=fields,
+                                    quote=fields)
+    inst = MarketData(vendors={**YF, "identity": ("yfinance", "synthetic")},
+                      session=_session(adapter)).identity("AAPL")
+    assert inst.vendor == "synthetic"  # yfinance had no name: the next vendor answered
+    inst = MarketData(vendors=YF, session=_session(adapter)).identity("AAPL")
+    assert not inst.available and "no name known" in (inst.note or "")

@@ -156,9 +156,21 @@ def test_full_run_every_role_over_http(cli, server, ohlcv_dir, store_path, monke
     tool_msgs = [m for m in market[2].messages if m.role == "tool"]
     assert [m.content for m in tool_msgs] == [t.result.text for t in market_tools]
     assert {t.role for t in tools} == {"market", "social", "news", "fundamentals"}
-    for analyst in ("social", "news", "fundamentals"):
+    for analyst in ("news", "fundamentals"):
         turns = [c for c in calls if c.role == analyst]
         assert len(turns) == 2 and turns[0].tool_calls and not turns[1].tool_calls
+    # the social report had no "Sentiment:" line, so its structure was asked for once more,
+    # with the SentimentReport schema as native structured output; the narrative is the report
+    social = sorted((c for c in calls if c.role == "social"), key=lambda c: c.call_index)
+    assert len(social) == 3 and social[0].tool_calls and not social[1].tool_calls
+    assert social[2].output_mode == "structured" and social[2].structured["band"] == "Bullish"
+    asked = [b for b in server.requests if role_of(b) == "social" and b.get("response_format")]
+    assert [b["response_format"]["json_schema"]["name"] for b in asked] == ["SentimentReport"]
+    sentiment = next(p for p in payloads(events, "AnalystReportSubmitted")
+                     if p.analyst == "social")
+    assert sentiment.output_mode == "structured"
+    assert sentiment.sentiment.narrative == social[1].response_text.strip()
+    assert sentiment.report.startswith("**Overall sentiment**: Bullish (score 1.5 of 10, low")
     # the analyst reports are the model's final text
     reports = {p.analyst: p.report for p in payloads(events, "AnalystReportSubmitted")}
     assert reports["market"] == market[2].response_text.strip()

@@ -1,19 +1,47 @@
 """Alpha Vantage vendor (optional; needs ALPHA_VANTAGE_API_KEY).
 
 Why: a second source for the same categories when Yahoo throttles. Without a key it is "not
-configured" (skipped, not an error). Its throttle answer is a 200 with a "Note" or
-"Information" field instead of data, which must become RateLimited so the router moves on."""
+configured" (skipped, not an error). Alpha Vantage answers most refusals with HTTP 200 and a
+"Note", "Information" or "Error Message" field instead of data, so the text decides what the
+refusal is: throttling (per minute or the daily quota) is RateLimited, so the router moves
+on; a missing, invalid or demo key is AuthFailed naming ALPHA_VANTAGE_API_KEY (waiting would
+never help); anything else is NoData. Throttle notes also mention "your API key", so they
+are matched first."""
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
 from ..frames import normalize_bars
-from ..model import Fundamentals, InsiderTx, NewsItem, NoData, NotConfigured, Period, RateLimited
+from ..model import (AuthFailed, Fundamentals, InsiderTx, NewsItem, NoData, NotConfigured, Period,
+                     RateLimited)
 from .base import Vendor
 
 URL = "https://www.alphavantage.co/query"
 _STATEMENT = {"income": "INCOME_STATEMENT", "balance": "BALANCE_SHEET", "cashflow": "CASH_FLOW"}
+
+
+KEY_ENV = "ALPHA_VANTAGE_API_KEY"
+#: Phrases of Alpha Vantage's refusals, checked in this order (first match wins).
+_REFUSALS: tuple[tuple[tuple[str, ...], type[Exception]], ...] = (
+    (("rate limit", "call frequency", "requests per day", "requests per minute",
+      "calls per minute", "calls per day", "call volume", "spreading out your"), RateLimited),
+    (("api key", "apikey", "api_key"), AuthFailed),
+)
+
+
+def refusal(field: str, message: str) -> Exception:
+    """The exception for a refusal reply ``{field: message}`` (see the module docstring)."""
+    text = " ".join(str(message).split())
+    lowered = text.lower()
+    for phrases, kind in _REFUSALS:
+        if any(p in lowered for p in phrases):
+            if kind is AuthFailed:
+                return AuthFailed(f"Alpha Vantage refused the key in {KEY_ENV}: {text[:200]}")
+            return kind(text[:200])
+    if field == "Note":  # Alpha Vantage's older replies: "Note" was only ever the throttle
+        return RateLimited(text[:200])
+    return NoData(text[:200])
 
 
 def _f(value: Any) -> float | None:
@@ -36,19 +64,20 @@ class AlphaVantageVendor(Vendor):
 
     def _get(self, **params: Any) -> dict:
         if not self.api_key:
-            raise NotConfigured("ALPHA_VANTAGE_API_KEY is not set")
+            raise NotConfigured(f"{KEY_ENV} is not set")
         import requests
         http = self.session or requests
         resp = http.get(URL, params={**params, "apikey": self.api_key}, timeout=self.timeout)
         if resp.status_code == 429:
             raise RateLimited("HTTP 429")
+        if resp.status_code in (401, 403):
+            raise AuthFailed(f"Alpha Vantage refused the key in {KEY_ENV}: HTTP "
+                             f"{resp.status_code}")
         resp.raise_for_status()
         data = resp.json()
-        for key in ("Note", "Information"):
-            if isinstance(data, dict) and key in data:
-                raise RateLimited(" ".join(str(data[key]).split())[:200])
-        if isinstance(data, dict) and "Error Message" in data:
-            raise NoData(str(data["Error Message"])[:200])
+        for field in ("Note", "Information", "Error Message"):
+            if isinstance(data, dict) and field in data:
+                raise refusal(field, data[field])
         return data
 
     def prices(self, symbol: str, start: dt.date, end: dt.date):

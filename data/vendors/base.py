@@ -17,7 +17,8 @@ FREQS = ("annual", "quarterly")
 CAPABILITIES = {
     "prices": "prices", "identity": "identity", "fundamentals": "fundamentals",
     "statement": "fundamentals", "insider": "fundamentals", "news": "news",
-    "global_news": "news", "social": "social",
+    "global_news": "news", "social": "social", "macro": "macro",
+    "predictions": "predictions",
 }
 
 
@@ -35,6 +36,8 @@ class Vendor:
     # news(symbol, start, end) -> list[NewsItem]
     # global_news(start, end, limit) -> list[NewsItem]
     # social(symbol, start, end) -> list[Post]
+    # macro(series_id, start, end, as_of) -> list[Observation]  (as published on as_of)
+    # predictions(query, trade_date, limit) -> list[Prediction]
 
 
 def stable_seed(*parts: Any) -> int:

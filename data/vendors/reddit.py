@@ -2,10 +2,14 @@
 
 Why two routes: the JSON search endpoint is often refused to anonymous clients, while the
 Atom feed of the same search usually still answers; either way a failure must end as an
-explicit "unavailable", never an exception that stops a run."""
+explicit "unavailable", never an exception that stops a run. The feed carries a post's body
+as escaped HTML in ``<content>`` (followed by Reddit's "submitted by ... [link] [comments]"
+footer): it is kept as plain text, so a post reads the same whichever route answered."""
 from __future__ import annotations
 
 import datetime as dt
+import html
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +20,18 @@ SUBREDDITS = ("wallstreetbets", "stocks", "investing")
 PER_SUB = 5
 HEADERS = {"User-Agent": "ta-actors/0.1 (research; keyless)"}
 _ATOM = "{http://www.w3.org/2005/Atom}"
+_TAG = re.compile(r"<[^>]+>")
+_FOOTER = re.compile(r"\s*submitted by\s+/u/\S+.*$", re.DOTALL | re.IGNORECASE)
+
+
+def body_text(content: str | None) -> str:
+    """The plain text of an Atom entry's HTML ``<content>``, without Reddit's footer."""
+    text = html.unescape(_TAG.sub(" ", content or ""))  # ElementTree unescaped it once
+    return _FOOTER.sub("", " ".join(text.split())).strip()
+
+
+def _post_text(title: str, body: str) -> str:
+    return (title + " - " + body).strip(" -")[:600]
 
 
 class RedditVendor(Vendor):
@@ -37,8 +53,8 @@ class RedditVendor(Vendor):
         children = resp.json()["data"]["children"]
         return [Post(created=dt.datetime.fromtimestamp(c["data"]["created_utc"], dt.timezone.utc),
                      source=f"reddit r/{sub}", author=c["data"].get("author"),
-                     text=(c["data"].get("title", "") + " - " + c["data"].get("selftext", ""))
-                     .strip(" -")[:600], score=c["data"].get("score"))
+                     text=_post_text(c["data"].get("title", ""), c["data"].get("selftext", "")),
+                     score=c["data"].get("score"))
                 for c in children[:PER_SUB]]
 
     def _atom(self, sub: str, symbol: str) -> list[Post]:
@@ -55,7 +71,8 @@ class RedditVendor(Vendor):
             posts.append(Post(created=dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")),
                               source=f"reddit r/{sub}",
                               author=entry.findtext(f"{_ATOM}author/{_ATOM}name"),
-                              text=(entry.findtext(f"{_ATOM}title") or "")[:600]))
+                              text=_post_text(entry.findtext(f"{_ATOM}title") or "",
+                                              body_text(entry.findtext(f"{_ATOM}content")))))
         return posts[:PER_SUB]
 
     def social(self, symbol: str, start: dt.date, end: dt.date) -> list[Post]:

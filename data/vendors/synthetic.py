@@ -10,7 +10,8 @@ import hashlib
 from functools import lru_cache
 
 from ..frames import between
-from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Period, Post
+from ..macro import MACRO_SERIES
+from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Observation, Period, Post, Prediction
 from .base import Vendor, stable_seed
 
 START = dt.date(2015, 1, 2)
@@ -24,6 +25,12 @@ _HEADLINES = (
 _GLOBAL = ("Synthetic macro: central bank holds rates", "Synthetic macro: inflation print in line",
            "Synthetic macro: bond yields drift", "Synthetic macro: equity indices mixed")
 _MOODS = ("bullish", "bearish", "neutral")
+#: Observation dates of a synthetic macro series, and the days until each is published.
+_STEPS = {"daily": ("B", 1), "weekly": ("W-FRI", 6), "monthly": ("MS", 45),
+          "quarterly": ("QS", 90)}
+_QUESTIONS = ("Will {q} (synthetic) close this month higher?",
+              "Will {q} (synthetic) beat its next earnings estimate?",
+              "Will the Fed (synthetic) cut rates at its next meeting?")
 
 
 @lru_cache(maxsize=32)
@@ -127,6 +134,39 @@ class SyntheticVendor(Vendor):
                          title=_GLOBAL[stable_seed("g", d) % len(_GLOBAL)],
                          publisher="Synthetic Wire", summary="Synthetic macro headline.")
                 for d in _days(start, end, 2, "global", "")]
+
+    def macro(self, series_id: str, start: dt.date, end: dt.date,
+              as_of: dt.date) -> list[Observation]:
+        """A deterministic stand-in around the series' typical level, published with the
+        series' usual lag (so a trade date sees last month's CPI, not this month's)."""
+        import pandas as pd
+        row = MACRO_SERIES.get(series_id)
+        if row is None:
+            raise NoData(f"no synthetic series {series_id}")
+        step, lag = _STEPS[row.frequency]
+        out = []
+        for ts in pd.date_range(start, end, freq=step):
+            day = ts.date()
+            if day + dt.timedelta(days=lag) > as_of:
+                continue
+            wave = (stable_seed("macro", series_id, day.year, day.month) % 200 - 100) / 2000
+            out.append(Observation(date=day, value=round(row.level * (1 + wave), 3)))
+        if not out:
+            raise NoData(f"no synthetic {series_id} observations published by {as_of}")
+        return out
+
+    def predictions(self, query: str, trade_date: dt.date, limit: int) -> list[Prediction]:
+        out = []
+        for i, question in enumerate(_QUESTIONS[:limit]):
+            created = dt.datetime.combine(trade_date - dt.timedelta(days=20 + 10 * i),
+                                          dt.time(12), dt.timezone.utc)
+            yes = round(0.05 + (stable_seed("pm", query, trade_date, i) % 90) / 100, 2)
+            out.append(Prediction(
+                question=question.format(q=query), created=created, event="Synthetic markets",
+                closes=trade_date + dt.timedelta(days=30), outcomes=("Yes", "No"),
+                prices=(yes, round(1 - yes, 2)), volume=float(1000 * (i + 1)),
+                priced_at=dt.datetime.combine(trade_date, dt.time(12), dt.timezone.utc)))
+        return out
 
     def social(self, symbol: str, start: dt.date, end: dt.date) -> list[Post]:
         return [Post(created=dt.datetime.combine(d, dt.time(15), dt.timezone.utc),

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 from events.settings import setting
 
 from ..frames import normalize_bars
-from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Period, RateLimited
+from ..model import Fundamentals, InsiderTx, NewsItem, NoData, Period, RateLimited, present
 from .base import Vendor, as_date
 from .yahoo_archive import ARCHIVE_ENV, ArchiveAdapter, archive_session
 
@@ -89,10 +89,11 @@ class YFinanceVendor(Vendor):
 
     def identity(self, symbol: str) -> dict:
         info = self._info(symbol)
-        return {"name": info.get("longName") or info.get("shortName"),
-                "sector": info.get("sector"), "industry": info.get("industry"),
-                "exchange": info.get("fullExchangeName") or info.get("exchange"),
-                "currency": info.get("currency")}
+        def first(*keys: str) -> str | None:  # a placeholder long name falls to the short
+            return next((v for v in map(present, map(info.get, keys)) if v), None)
+        return {"name": first("longName", "shortName"), "sector": first("sector"),
+                "industry": first("industry"),
+                "exchange": first("fullExchangeName", "exchange"), "currency": first("currency")}
 
     def fundamentals(self, symbol: str, as_of: dt.date) -> Fundamentals:
         info = self._info(symbol)
