@@ -212,8 +212,8 @@ def reflect(facts: Facts) -> str:
                  f"{raw.group(1) if raw else 'an unknown raw return'} with alpha "
                  f"{alpha.group(1) if alpha else 'unknown'} against the benchmark."]
     if thesis:
-        gist = " ".join(thesis.group(1).split())
-        sentences.append(f"Its thesis was: {gist[:157] + '…' if len(gist) > 160 else gist}")
+        gist = re.split(r"(?<=[.!?])\s", " ".join(thesis.group(1).split()))[0].rstrip(".!?")
+        sentences.append(f"It rested on the thesis \"{gist[:157] + '…' if len(gist) > 160 else gist}\".")
     if alpha:
         value = float(alpha.group(1).replace("%", "").strip()) / 100
         right = call_was_right(rating, value)
