@@ -212,7 +212,8 @@ def _result(read_stream: Any, query: Any, state: BacktestState, folder: Path, st
         from cli.charts import render_chart
         chart = render_chart(folder / CHART, decisions, bearish=state.request.bearish,
                              title=f"backtest {state.backtest_id}").name
-    (folder / REPORT).write_text(render_backtest(state, decisions, scores, chart),
+    (folder / REPORT).write_text(render_backtest(state, decisions, scores, chart,
+                                                 completed=status == "completed"),
                                  encoding="utf-8")
     rows = [_row(x, folder.parent) for x in decisions]
     return Result(state.backtest_id, status, rows, decisions, scores, folder, note)
@@ -377,10 +378,10 @@ def replay_backtest(backtest_id: str, *, store: Path, address: str | None,
 def report_backtest(backtest_id: str, *, store: Path, address: str | None, out: Path) -> None:
     """Write the backtest's report and chart from the store (outcomes resolved since the
     backtest ended are included)."""
-    from cli.views import open_views
+    from cli.views import LocalViews, open_views
     views = open_views(store, address)
     try:  # the local read models hold the file open: read its events through them
-        reader = getattr(views, "store", views)
+        reader = views.store if isinstance(views, LocalViews) else views
         state = _state(reader.read_stream(backtest_id), backtest_id, store)
         _result(reader.read_stream, views.query, state, out,
                 "completed" if state.completed else "incomplete")

@@ -33,12 +33,12 @@ def scorecard_markdown(scores: list[TickerScore]) -> list[str]:
 
 
 def render_backtest(state: BacktestState, decisions: list[DecisionOutcome],
-                    scores: list[TickerScore], chart: str | None) -> str:
+                    scores: list[TickerScore], chart: str | None, *, completed: bool) -> str:
     request = state.request
     assert request is not None
     tickers = " ".join(c.ticker for c in request.configs)
     c0 = request.configs[0]
-    status = "completed" if state.completed else (
+    status = "completed" if completed else (
         f"incomplete: {len(state.started)} of {len(state.plan)} runs started")
     lines = [f"# Backtest {state.backtest_id}", "",
              f"- tickers: {tickers}", f"- dates: {len(request.dates)} from {request.dates[0]} "
