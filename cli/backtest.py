@@ -221,7 +221,7 @@ def _result(read_stream: Any, query: Any, state: BacktestState, folder: Path, st
 
 def _row(x: DecisionOutcome, reports: Path) -> dict:
     return {"ticker": x.ticker, "trade_date": str(x.trade_date), "run_id": x.run_id,
-            "status": x.status, "rating": x.rating,
+            "status": x.status, "rating": x.rating, "reason": x.reason,
             "reports": str(reports / x.run_id / "complete_report.md") if x.rating else None}
 
 

@@ -76,6 +76,7 @@ class DecisionOutcome:
     status: str
     rating: str | None = None
     close: float | None = None  # the close the run saw on its trade date
+    reason: str | None = None  # why the run failed
     raw_return: float | None = None
     alpha: float | None = None
     benchmark: str | None = None
@@ -86,7 +87,7 @@ class DecisionOutcome:
     def as_json(self) -> dict:
         return {"ticker": self.ticker, "trade_date": str(self.trade_date),
                 "run_id": self.run_id, "status": self.status, "rating": self.rating,
-                "raw_return": self.raw_return, "alpha": self.alpha,
+                "reason": self.reason, "raw_return": self.raw_return, "alpha": self.alpha,
                 "benchmark": self.benchmark, "benchmark_return": self.benchmark_return,
                 "holding_days": self.holding_days,
                 "resolved_on": str(self.resolved_on) if self.resolved_on else None}
@@ -98,10 +99,11 @@ class RunFacts:
     status: str
     rating: str | None
     close: float | None
+    reason: str | None = None  # why it failed
 
 
 def run_facts(events: Iterable[StoredEvent]) -> RunFacts:
-    status, rating, close = "incomplete", None, None
+    status, rating, close, reason = "incomplete", None, None, None
     for e in events:
         p = e.payload
         match p:
@@ -112,10 +114,10 @@ def run_facts(events: Iterable[StoredEvent]) -> RunFacts:
             case d.RunCompleted():
                 status, rating = "completed", p.rating.value
             case d.RunFailed():
-                status = "failed"
+                status, reason = "failed", f"{p.kind}: {p.reason}"
             case d.RunResumed():
-                status = "incomplete"
-    return RunFacts(status, rating, close)
+                status, reason = "incomplete", None
+    return RunFacts(status, rating, close, reason)
 
 
 def decision_outcomes(state: BacktestState, facts: dict[str, RunFacts],
@@ -130,7 +132,7 @@ def decision_outcomes(state: BacktestState, facts: dict[str, RunFacts],
         m = by_run.get(run_id)
         o = m.outcome if m else None
         rows.append(DecisionOutcome(
-            ticker, day, run_id, f.status, (m.rating if m else f.rating), f.close,
+            ticker, day, run_id, f.status, (m.rating if m else f.rating), f.close, f.reason,
             o.raw_return if o else None, o.alpha if o else None, o.benchmark if o else None,
             o.benchmark_return if o else None, o.holding_days if o else None,
             o.resolved_on if o else None))

@@ -46,11 +46,18 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
     assert len(done_before) == 3 and all(r["status"] == "completed" for r in doc["runs"])
     lengths_before = _stream_lengths(store_path, done_before)
 
-    # a crash between the backtest's record of a run and the run's own first event
-    crashed = "NVDA-2024-03-15-0000dead"
+    # two crashes: one between the backtest's record of a run and the run's own first event,
+    # one after the run was requested but before any driver took it
+    crashed, requested_only = "NVDA-2024-03-15-0000dead", "MSFT-2024-03-15-0000beef"
     with DuckDBEventStore(store_path) as store:
+        plan = store.read_stream(backtest_id)[0].payload
+        msft = next(c for c in plan.configs if c.ticker == "MSFT")
         store.append(backtest_id, [NewEvent(d.BacktestRunStarted(
-            run_id=crashed, ticker="NVDA", trade_date=dt.date(2024, 3, 15)), "cli")])
+            run_id=run_id, ticker=run_id[:4], trade_date=dt.date(2024, 3, 15)), "cli")
+            for run_id in (crashed, requested_only)])
+        store.append(requested_only, [NewEvent(d.RunRequested(
+            run_id=requested_only, config=msft.model_copy(
+                update={"trade_date": dt.date(2024, 3, 15)})), "cli")], expected_version=0)
 
     second = cli("resume", backtest_id, "--store", store_path, "--json")
     assert second.exit_code == 0, second.output
@@ -62,7 +69,7 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
     # no run repeated: the three finished runs untouched, the crashed one finished, one run
     # per (ticker, date) in the whole store
     assert _stream_lengths(store_path, done_before) == lengths_before
-    assert crashed in {r["run_id"] for r in runs}
+    assert {crashed, requested_only} <= {r["run_id"] for r in runs}
     with DuckDBEventStore(store_path, read_only=True) as store:
         requested = [(e.payload.config.ticker, e.payload.config.trade_date)
                      for e in store.read_all() if e.type == "RunRequested"]
@@ -70,7 +77,7 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
         outcomes = [e.payload for e in store.read_stream(MEMORY_STREAM)
                     if e.type == "OutcomeResolved"]
         stream = store.read_stream(backtest_id)
-    assert len(requested) == len(set(requested)) == 8 and resumed == []
+    assert len(requested) == len(set(requested)) == 8 and resumed == [requested_only]
     assert [e.type for e in stream].count("BacktestRunStarted") == 8
     assert stream[-1].type == "BacktestCompleted" and len(outcomes) == 8
 

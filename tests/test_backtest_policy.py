@@ -22,7 +22,7 @@ D = dt.date
 def _x(ticker, day, rating, raw, bench=0.01, run=None):
     resolved = raw is not None
     return DecisionOutcome(ticker, D(2024, 3, day), run or f"{ticker}-{day}", "completed", rating,
-                           100.0 + day, raw, raw - bench if resolved else None,
+                           100.0 + day, None, raw, raw - bench if resolved else None,
                            "SPY" if resolved else None, bench if resolved else None,
                            5 if resolved else None, D(2024, 3, day + 7) if resolved else None)
 
