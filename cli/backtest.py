@@ -112,8 +112,8 @@ def _drive(session: Any, backtest_id: str, store: Path, out: Path | None, as_jso
     request = state.request
     assert request is not None
     facts = {rid: run_facts(session.read_stream(rid)) for rid in state.started.values()}
-    progress = Progress(backtest_id, len(state.plan),
-                        sum(f.status in ENDED for f in facts.values()), quiet=as_json)
+    progress = Progress(backtest_id, len(state.plan),  # failed runs are resumed: not done
+                        sum(f.status == "completed" for f in facts.values()), quiet=as_json)
     budget, stopped = max_runs, False
     tickers = [c.ticker for c in request.configs]
     try:

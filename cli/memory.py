@@ -7,7 +7,6 @@ from typing import Annotated, Optional
 import typer
 
 from cli.common import AddressOpt, StoreOpt, fail, memory_command
-from cli.options import default_store
 
 
 @memory_command("export")
@@ -17,18 +16,18 @@ def memory_export(
     store: StoreOpt = None, address: AddressOpt = None,
 ) -> None:
     """Write the memory log (decisions, outcomes, lessons) as one markdown file."""
-    from cli.reading import _query
+    from cli import reading  # its read-model query, and the default store it uses
     from events.config import validate_ticker
     from projections.memory import render_markdown
     from projections.views import entries_from_rows
     if file.is_dir() or not file.expanduser().parent.is_dir():
         fail(f"cannot write {file}: give a file in an existing folder")
-    store = store or default_store()
+    store = store or reading.default_store()
     if ticker:
         symbol = validate_ticker(ticker)
-        rows = _query(store, address, "memory_of_ticker", {"ticker": symbol})
+        rows = reading._query(store, address, "memory_of_ticker", {"ticker": symbol})
     else:
-        rows = _query(store, address, "memory")
+        rows = reading._query(store, address, "memory")
     entries = entries_from_rows(rows)
     text = render_markdown(entries, title=f"Memory log{f' of {symbol}' if ticker else ''}")
     target = file.expanduser()
