@@ -42,6 +42,7 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
     backtest_id = doc["backtest_id"]
     assert backtest_id.startswith("backtest-") and doc["status"] == "incomplete"
     assert doc["scorecard"] == [] and "ta-actors resume " + backtest_id in first.stderr
+    assert "ETA" not in first.stderr  # --json: no progress line
     done_before = {r["run_id"]: r for r in doc["runs"]}
     assert len(done_before) == 3 and all(r["status"] == "completed" for r in doc["runs"])
     lengths_before = _stream_lengths(store_path, done_before)
@@ -59,9 +60,18 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
             run_id=requested_only, config=msft.model_copy(
                 update={"trade_date": dt.date(2024, 3, 15)})), "cli")], expected_version=0)
 
-    second = cli("resume", backtest_id, "--store", store_path, "--json")
+    second = cli("resume", backtest_id, "--store", store_path)
     assert second.exit_code == 0, second.output
-    doc = json.loads(second.stdout)
+    # not a terminal: one progress line per date, with the runs ended and an ETA
+    lines = [line for line in second.stderr.splitlines() if line.startswith("backtest ")]
+    assert len(lines) == 4 and all(" ETA " in line for line in lines)
+    assert lines[-1].startswith(f"backtest {backtest_id}: 8/8 runs (100%)")
+    assert lines[-1].endswith("ETA 0s · date 4/4 2024-03-22 done")
+    assert "backtest scorecard" in second.stdout and "completed; report" in second.stdout
+    # the recorded backtest, read back (the scorecard recomputed from the store)
+    again = cli("resume", backtest_id, "--store", store_path, "--json")
+    assert again.exit_code == 0 and "already completed" in again.stderr
+    doc = json.loads(again.stdout)
     assert doc["status"] == "completed" and doc["backtest_id"] == backtest_id
     runs = doc["runs"]
     assert sorted({r["trade_date"] for r in runs}) == DATES and len(runs) == 8
@@ -80,6 +90,8 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
     assert len(requested) == len(set(requested)) == 8 and resumed == [requested_only]
     assert [e.type for e in stream].count("BacktestRunStarted") == 8
     assert stream[-1].type == "BacktestCompleted" and len(outcomes) == 8
+    assert [row.model_dump(mode="json") for row in stream[-1].payload.scorecard] == \
+        doc["scorecard"]
 
     # per-decision outcomes, recomputed from the CSVs (fractions)
     spy = _closes(ohlcv_dir, "SPY")
@@ -144,9 +156,6 @@ def test_backtest_stream_resumes_without_repeating_runs_and_scores_by_hand(
     text = (tmp_path / "rep" / "backtest.md").read_text()
     assert f"{every['policy_return']:+.2%}" in text and "## Decisions" in text
     assert (tmp_path / "rep" / "backtest.png").exists()
-    again = cli("resume", backtest_id, "--store", store_path, "--json")
-    assert again.exit_code == 0 and "already completed" in again.stderr
-    assert json.loads(again.stdout)["scorecard"] == doc["scorecard"]
 
     stats = json.loads(cli("stats", "--by", "role", "--store", store_path, "--json").stdout)
     by_role = {row["key"]: row for row in stats}
