@@ -14,7 +14,7 @@ from actors.turns import completed_call, llm_request
 from events import domain as d
 from events.envelope import NewEvent
 from events.records import Message
-from projections.memory import MEMORY_STREAM, MemoryEntry, past_context
+from projections.memory import MEMORY_STREAM, MemoryEntry, past_context, thesis_of
 from projections.views import entries_from_rows
 
 ACTOR = "coordinator"
@@ -64,7 +64,7 @@ class OutcomeScorer:
         content = prompts.reflection_message(
             ticker=entry.ticker, trade_date=str(entry.trade_date), decision=entry.decision,
             raw=outcome.raw_return, alpha=outcome.alpha, benchmark=outcome.benchmark,
-            days=outcome.holding_days)
+            days=outcome.holding_days, rating=entry.rating, thesis=thesis_of(entry.decision))
         messages = [Message(role="system", content=prompts.SYSTEM["reflector"]),
                     Message(role="user", content=content)]
         request = llm_request(config, "reflector", messages, [], None)

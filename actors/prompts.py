@@ -163,11 +163,15 @@ def user_message(role: str, s: RunState) -> str:
 
 
 def reflection_message(ticker: str, trade_date: str, decision: str, raw: float, alpha: float,
-                       benchmark: str, days: int) -> str:
-    return (f"Ticker: {ticker}\nTrade date: {trade_date}\n\n## The decision\n{decision}\n\n"
+                       benchmark: str, days: int, *, rating: str, thesis: str) -> str:
+    """The reflector's prompt: it names the rating and the thesis first, so the lesson judges
+    the call that was made (the decision text alone left the offline reflector guessing)."""
+    return (f"Ticker: {ticker}\nTrade date: {trade_date}\nRating: {rating}\n"
+            f"Thesis: {thesis or '(none recorded)'}\n\n## The decision\n{decision}\n\n"
             f"## Outcome over {days} trading days\nRaw return: {raw:+.2%}\n"
             f"Benchmark {benchmark} return: {raw - alpha:+.2%}\nAlpha: {alpha:+.2%}\n\n"
-            "Reflect on the decision.")
+            f"Reflect on the {rating} call and its thesis.")
+
 
 #: Asked once, after the report, when a structured-report role's report has no labelled
 #: line to read the structure from (events/sentiment.py parses it first).

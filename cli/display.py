@@ -87,20 +87,3 @@ def timeline_table(rows: list[TimelineRow], run_id: str) -> Table:
     for r in rows:
         _row(table, r.seq, r.recorded_at, r.actor, r.type, r.summary)
     return table
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.2%}"
-
-
-def scorecard_table(scores: list) -> Table:
-    table = Table(title="backtest scorecard (alpha vs benchmark over the holding period)")
-    for col in ("ticker", "decisions", "resolved", "ratings", "hit rate", "alpha long",
-                "alpha short", "mean return"):
-        table.add_column(col)
-    for s in scores:
-        ratings = " ".join(f"{k}:{v}" for k, v in sorted(s.ratings.items()))
-        hit = "-" if s.hit_rate is None else f"{s.hit_rate:.0%}"
-        _row(table, s.ticker, s.decisions, s.resolved, ratings, hit, _pct(s.mean_alpha_long),
-             _pct(s.mean_alpha_short), _pct(s.mean_raw_return))
-    return table

@@ -23,6 +23,11 @@ def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
            store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
     """Audit a run: timeline, hash-chain check, reports rebuilt, decision re-derived."""
     store = store or default_store()
+    from projections.backtest import is_backtest_id
+    if is_backtest_id(run_id):  # a backtest's own stream (cli/backtest.py)
+        from cli.backtest import replay_backtest
+        replay_backtest(run_id, store=store, address=address, as_json=as_json)
+        return
     from cli.audit import audit
     reader = open_reader(store, address)
     try:
@@ -49,6 +54,12 @@ def report(run_id: Annotated[str, typer.Argument(help="The run to write up.")],
     """Write the run's reports as markdown: one file per role by stage, plus the complete one."""
     check_out_dir(out)
     store = store or default_store()
+    from projections.backtest import is_backtest_id
+    if is_backtest_id(run_id):  # scorecard, decisions and chart (cli/backtest.py)
+        from cli.backtest import report_backtest
+        report_backtest(run_id, store=store, address=address,
+                        out=out or Path("reports") / run_id)
+        return
     from projections.reports import render_reports
     from projections.run_state import project
     state = project(load_run(store, address, run_id))

@@ -1,7 +1,6 @@
 """Commands that start the team: run (one date or a backtest), resume, memory resolve."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -26,6 +25,8 @@ def run(
     tickers_file: Annotated[Optional[Path], typer.Option(help="File of tickers, one per line (# comments).")] = None,
     to: Annotated[Optional[str], typer.Option("--to", help="Backtest: last trade date; runs every --every weekdays from --date, then scores the decisions.")] = None,
     every: Annotated[int, typer.Option(help="Backtest: weekdays between trade dates.")] = 5,
+    bearish: Annotated[str, typer.Option(help="Backtest policy on Underweight/Sell: short or flat.")] = "short",
+    max_runs: Annotated[Optional[int], typer.Option(help="Backtest: start at most N runs now; `resume BACKTEST_ID` does the rest.", min=1)] = None,
     analysts: Annotated[str, typer.Option(help="Comma list of analysts.")] = "market,social,news,fundamentals",
     debate_rounds: Annotated[int, typer.Option(help="Bull/bear rounds (1-10).")] = 1,
     risk_rounds: Annotated[int, typer.Option(help="Risk debate rounds (1-10).")] = 1,
@@ -72,6 +73,12 @@ def run(
                              offline_latency_s=latency,
                              max_stale_days=max_stale_days) for day in days]
     _check_keys(batches[0][0])
+    if to is not None:
+        from cli.backtest import check_bearish, start_backtest
+        start_backtest(store=store, address=address, configs=batches[0],
+                       dates=[c[0].trade_date for c in batches], bearish=check_bearish(bearish),
+                       max_runs=max_runs, out=out, as_json=as_json, workers=workers)
+        return
     from events import domain as d
     from events.envelope import NewEvent
     requests = []
@@ -79,9 +86,8 @@ def run(
         ids = [new_run_id(config) for config in configs]
         requests.append([(rid, [NewEvent(d.RunRequested(run_id=rid, config=c), "cli")])
                          for rid, c in zip(ids, configs)])
-    rows, scores = _drive(store, address, requests, out, as_json, score=to is not None,
-                          workers=workers)
-    _finish(rows, as_json, scores)
+    rows, _ = _drive(store, address, requests, out, as_json, workers=workers)
+    _finish(rows, as_json)
 
 
 @command
@@ -98,6 +104,11 @@ def resume(
     check_budgets(token_budget, cost_budget)
     check_out_dir(out)
     store = store or default_store()
+    from projections.backtest import is_backtest_id
+    if is_backtest_id(run_id):  # a backtest: finish its runs (cli/backtest.py)
+        from cli.backtest import resume_backtest
+        resume_backtest(run_id, store=store, address=address, out=out, as_json=as_json)
+        return
     from events import domain as d
     from projections.run_state import project
     state = project(_verified(store, address, run_id))
@@ -177,10 +188,9 @@ def _check_keys(config: Any) -> None:
 
 
 def _drive(store: Path, address: str | None, batches: list[list], out: Path | None,
-           as_json: bool, score: bool = False, resume: Any = None, follow: bool = True,
+           as_json: bool, resume: Any = None, follow: bool = True,
            workers: int | None = None) -> tuple[list[dict], list]:
-    """Run each batch of requests (runs in a batch in parallel, batches in order); with
-    ``score``, resolve every outcome afterwards and return the batches' scorecard."""
+    """Run each batch of requests (runs in a batch in parallel, batches in order)."""
     from actors.session import Session
     started = time.monotonic()
     rows: list[dict] = []
@@ -190,15 +200,7 @@ def _drive(store: Path, address: str | None, batches: list[list], out: Path | No
                 session.grow()  # nodes that joined since the last batch get replicas
             rows += _drive_batch(session, store, requests, out, as_json, started, resume,
                                  follow)
-        if not score:
-            return rows, []
-        from projections.scorecard import scorecard
-        from projections.views import entries_from_rows
-        config = session.read_stream(rows[0]["run_id"])[0].payload.config
-        session.resolve_outcomes(config)
-        run_ids = [r["run_id"] for r in rows]
-        entries = entries_from_rows(session.query("memory_of_runs", {"run_ids": run_ids}))
-        return rows, scorecard(entries, set(run_ids))
+    return rows, []
 
 
 def _drive_batch(session: Any, store: Path, requests: list, out: Path | None, as_json: bool,
@@ -335,15 +337,11 @@ def _summary_row(s: dict, folder: Path) -> dict:
             "cost_usd": s["cost_usd"]}
 
 
-def _finish(rows: list[dict], as_json: bool, scores: list | None = None) -> None:
+def _finish(rows: list[dict], as_json: bool) -> None:
     if as_json:
-        document: Any = rows if not scores else {
-            "runs": rows, "scorecard": [dataclasses.asdict(s) for s in scores]}
-        typer.echo(json.dumps(document, indent=2))
+        typer.echo(json.dumps(rows, indent=2))
     else:
         display.out().print(display.final_table(rows))
-        if scores:
-            display.out().print(display.scorecard_table(scores))
     if any(r["status"] != "completed" for r in rows):
         raise typer.Exit(1)
 

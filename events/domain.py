@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from events.backtest import Bearish, TickerScore
 from events.config import Analyst, RunConfig
 from events.decisions import (OutputMode, PortfolioDecision, ResearchPlan, SentimentReport,
                               TradeProposal)
@@ -209,6 +210,34 @@ class ReflectionRecorded(DomainEvent):
     trade_date: dt.date
     reflection: str
     model: str
+
+
+# --- backtest stream: its plan, the runs it started, its scorecard ----------------------------
+class BacktestRequested(DomainEvent):
+    """The whole plan, so `resume BACKTEST_ID` can finish it: one config per ticker (its
+    ``trade_date`` is the first date; each run copies it with its own date) and the dates."""
+    type: Literal["BacktestRequested"] = "BacktestRequested"
+    backtest_id: str
+    configs: list[RunConfig]
+    dates: list[dt.date]
+    bearish: Bearish = "short"
+
+
+class BacktestRunStarted(DomainEvent):
+    """Recorded before the run's own RunRequested, so a crash in between is finished by
+    resume rather than started twice."""
+    type: Literal["BacktestRunStarted"] = "BacktestRunStarted"
+    run_id: str
+    ticker: str
+    trade_date: dt.date
+
+
+class BacktestCompleted(DomainEvent):
+    type: Literal["BacktestCompleted"] = "BacktestCompleted"
+    runs: int
+    completed: int
+    resolved: int
+    scorecard: list[TickerScore]
 
 
 EVENT_TYPES: dict[str, type[DomainEvent]] = {

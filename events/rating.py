@@ -24,6 +24,18 @@ RATING_SCORE: dict[Rating, int] = {
     Rating.BUY: 2, Rating.OVERWEIGHT: 1, Rating.HOLD: 0, Rating.UNDERWEIGHT: -1, Rating.SELL: -2,
 }
 
+#: A Hold is judged right when the alpha stayed inside this band (a fraction: 1%).
+HOLD_BAND = 0.01
+
+
+def call_was_right(rating: Rating, alpha: float) -> bool:
+    """Did the call match what the market did? Bullish tiers need positive alpha, bearish ones
+    negative alpha, and a Hold an alpha within ``HOLD_BAND`` of zero (the one rule shared by
+    the scorecard's hit rate and the offline reflector)."""
+    score = RATING_SCORE[rating]
+    return alpha > 0 if score > 0 else alpha < 0 if score < 0 else abs(alpha) < HOLD_BAND
+
+
 _TIER_BY_WORD = {r.value.lower(): r for r in Rating}
 _TIER_WORD = re.compile(r"\b(" + "|".join(_TIER_BY_WORD) + r")\b", re.IGNORECASE)
 _RATING_LINE = re.compile(r"rating.*?[:\-][\s*]*(\w+)", re.IGNORECASE)

@@ -67,6 +67,16 @@ def memory_entries(events: Iterable[StoredEvent]) -> list[MemoryEntry]:
     return list(entries.values())
 
 
+_THESIS_MARK = "**Investment Thesis**:"
+
+
+def thesis_of(decision: str) -> str:
+    """The investment thesis inside a rendered PortfolioDecision (up to the next field)."""
+    if _THESIS_MARK not in decision:
+        return ""
+    return decision.split(_THESIS_MARK, 1)[1].split("\n\n**", 1)[0].strip()
+
+
 def pending_for(entries: list[MemoryEntry], ticker: str, before: dt.date) -> list[MemoryEntry]:
     """Unresolved decisions on ``ticker`` made before ``before``: candidates to score now."""
     return [m for m in entries if m.ticker == ticker and not m.resolved and m.trade_date < before]
@@ -103,3 +113,34 @@ def render_log(entries: list[MemoryEntry]) -> str:
             block += f"\nREFLECTION: {m.reflection}"
         blocks.append(block)
     return "\n<!-- ENTRY_END -->\n".join(blocks)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.2%}"
+
+
+def render_markdown(entries: list[MemoryEntry], *, title: str = "Memory log") -> str:
+    """The log as a markdown document (what `ta-actors memory export` writes): a summary table,
+    then one section per decision with its outcome, decision and lesson; oldest first."""
+    ordered = sorted(entries, key=lambda m: (m.trade_date, m.ticker))
+    lines = [f"# {title}", "", f"{len(ordered)} decisions, "
+             f"{sum(m.resolved for m in ordered)} resolved.", ""]
+    if ordered:
+        lines += ["| date | ticker | rating | return | alpha | benchmark | days | run |",
+                  "|---|---|---|---:|---:|---|---:|---|"]
+        for m in ordered:
+            o = m.outcome
+            lines.append(f"| {m.trade_date} | {m.ticker} | {m.rating} | "
+                         f"{_pct(o.raw_return if o else None)} | {_pct(o.alpha if o else None)} "
+                         f"| {o.benchmark if o else '—'} | {o.holding_days if o else '—'} | "
+                         f"`{m.run_id}` |")
+    for m in ordered:
+        o = m.outcome
+        outcome = (f"{o.raw_return:+.2%} raw, {o.alpha:+.2%} alpha against {o.benchmark} over "
+                   f"{o.holding_days} trading days (resolved {o.resolved_on})" if o
+                   else "pending: the holding period has not passed yet")
+        lines += ["", f"## {m.trade_date} · {m.ticker} · {m.rating}", "",
+                  f"- run: `{m.run_id}`", f"- outcome: {outcome}", "", "### Decision", "",
+                  m.decision.strip(), "", "### Reflection", "",
+                  (m.reflection or "(none yet)").strip()]
+    return "\n".join(lines) + "\n"

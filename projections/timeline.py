@@ -50,6 +50,14 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "OutcomeResolved": lambda e: (f"{e.ticker} {e.trade_date} {e.rating.value}: raw "
                                   f"{e.raw_return:+.2%} alpha {e.alpha:+.2%} over {e.holding_days}d"),
     "ReflectionRecorded": lambda e: f"{e.ticker} {e.trade_date}: {_clip(e.reflection, 70)}",
+    "BacktestRequested": lambda e: (f"{' '.join(c.ticker for c in e.configs)} on {len(e.dates)} "
+                                    f"dates {e.dates[0]}..{e.dates[-1]} bearish={e.bearish}"
+                                    if e.dates else "no dates"),
+    "BacktestRunStarted": lambda e: f"{e.ticker} {e.trade_date} -> {e.run_id}",
+    "BacktestCompleted": lambda e: (f"{e.completed}/{e.runs} runs completed, {e.resolved} "
+                                    "resolved" + "".join(
+                                        f"; policy {s.policy_return:+.2%}" for s in e.scorecard
+                                        if s.ticker == "ALL" and s.policy_return is not None)),
 }
 
 

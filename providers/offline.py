@@ -25,7 +25,9 @@ Behaviour by ``request.role``:
   >=3 Buy, 1..2 Overweight, 0 Hold, -1..-2 Underweight, <=-3 Sell; no snapshot -> Hold.
   The trader acts Buy for Buy/Overweight and Sell for Sell/Underweight, enters at the last
   close, and stops at close - 2*atr (buys) or close + 2*atr (sells).
-* reflector: two to four sentences from the raw return, alpha and decision in the prompt.
+* reflector: three or four sentences on the rating stated on the prompt's ``Rating:`` line,
+  its ``Thesis:``, the raw return and the alpha: right or wrong by
+  events.rating.call_was_right, and a lesson for that rating and verdict.
 
 Tokens are estimated as characters / 4; cost is 0; ``offline_latency_s`` is slept to let
 benchmarks model a slow provider.
@@ -40,7 +42,8 @@ import time
 
 from events.decisions import (DECISION_SCHEMAS, Decision, PortfolioDecision, ResearchPlan,
                               SentimentReport, TradeProposal)
-from events.rating import Rating, TraderAction, parse_action, parse_rating, rating_to_action
+from events.rating import (Rating, TraderAction, call_was_right, parse_action, parse_rating,
+                           rating_to_action)
 from events.records import Attempt, ToolCall, ToolSpec
 from events.roles import DECISION_OF_ROLE
 from providers.base import LLMError, LLMReply, LLMRequest
@@ -194,26 +197,61 @@ def decide(schema: str, facts: Facts) -> dict:
 _PCT = r"([-+]?\d+(?:\.\d+)?\s*%?)"
 
 
+_STATED_RATING = re.compile(r"(?im)^Rating:\s*\**\s*(\w+)")
+_STATED_THESIS = re.compile(r"(?im)^Thesis:\s*(.+)$")
+
+
+def stated_rating(text: str) -> Rating:
+    """The rating the prompt states on its own ``Rating:`` line; else the decision text's."""
+    match = _STATED_RATING.search(text)
+    if match and match.group(1).capitalize() in Rating.__members__.values():
+        return Rating(match.group(1).capitalize())
+    section = text[text.find("## The decision"):] if "## The decision" in text else text
+    return parse_rating(section)
+
+
 def reflect(facts: Facts) -> str:
     text = facts.text
     raw = re.search(rf"(?i)raw[ _]?return[^\d+\-\n]*{_PCT}", text)
     alpha = re.search(rf"(?i)\balpha[^\d+\-\n]*{_PCT}", text)
-    tail = text[text.lower().rfind("decision"):] if "decision" in text.lower() else text
-    rating = parse_rating(tail)
+    rating = stated_rating(text)
+    thesis = _STATED_THESIS.search(text)
     sentences = [f"{LABEL} The {rating.value} call on {facts.ticker} returned "
                  f"{raw.group(1) if raw else 'an unknown raw return'} with alpha "
                  f"{alpha.group(1) if alpha else 'unknown'} against the benchmark."]
+    if thesis:
+        gist = re.split(r"(?<=[.!?])\s", " ".join(thesis.group(1).split()))[0].rstrip(".!?")
+        sentences.append(f"It rested on the thesis \"{gist[:157] + '…' if len(gist) > 160 else gist}\".")
     if alpha:
-        value = float(alpha.group(1).replace("%", "").strip())
-        bullish = rating in (Rating.BUY, Rating.OVERWEIGHT)
-        bearish = rating in (Rating.SELL, Rating.UNDERWEIGHT)
-        right = (bullish and value > 0) or (bearish and value < 0) or (
-            rating == Rating.HOLD and abs(value) < 1.0)
-        sentences.append("The direction of the call matched the outcome." if right else
-                         "The outcome went against the call.")
-        sentences.append("Lesson: keep weighting the verified trend figures." if right else
-                         "Lesson: demand stronger agreement between trend and momentum "
-                         "before leaning this way.")
+        value = float(alpha.group(1).replace("%", "").strip()) / 100
+        right = call_was_right(rating, value)
+        sentences.append(f"The outcome bore out the {rating.value} call." if right else
+                         f"The outcome went against the {rating.value} call.")
+        sentences.append(_LESSONS[(rating, right)])
     else:
         sentences.append("Without a measured alpha no lesson about direction is drawn.")
     return " ".join(sentences)
+
+
+#: The lesson for each (rating, was it right): a table, so every case has its own words.
+_LESSONS: dict[tuple[Rating, bool], str] = {
+    (Rating.BUY, True): "Lesson: when trend and momentum agree this strongly, a full long "
+                        "conviction is earned.",
+    (Rating.BUY, False): "Lesson: a full Buy needs momentum confirmed, not just trend; size "
+                         "down when they disagree.",
+    (Rating.OVERWEIGHT, True): "Lesson: a measured long tilt suited mixed-but-positive "
+                               "figures.",
+    (Rating.OVERWEIGHT, False): "Lesson: check the benchmark's direction before tilting long "
+                                "on mixed figures.",
+    (Rating.HOLD, True): "Lesson: the balanced evidence really was balanced; staying flat "
+                         "cost nothing.",
+    (Rating.HOLD, False): "Lesson: the Hold sat out a real move; look for the figure that "
+                          "broke the tie and take a side.",
+    (Rating.UNDERWEIGHT, True): "Lesson: a measured short tilt suited weakening figures.",
+    (Rating.UNDERWEIGHT, False): "Lesson: weakening figures were not enough to lean short; "
+                                 "wait for trend and momentum to agree.",
+    (Rating.SELL, True): "Lesson: when trend and momentum both turn down, a full Sell is "
+                         "earned.",
+    (Rating.SELL, False): "Lesson: a full Sell needs a broken trend, not just stretched "
+                          "momentum; size down.",
+}

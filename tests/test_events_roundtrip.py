@@ -7,6 +7,7 @@ import datetime as dt
 import pytest
 
 from events import domain as d
+from events.backtest import RatingScore, TickerScore
 from events.codec import decode, encode
 from events.config import RunConfig
 from events.decisions import PortfolioDecision, ResearchPlan, TradeProposal
@@ -97,6 +98,15 @@ def samples() -> dict[str, d.DomainEvent]:
                              reflection="The bear was right about valuation.",
                              model="anthropic/claude-sonnet-4"),
         d.RunDriven(owner="worker-1/4f2a9c", node="a1b2c3"),
+        d.BacktestRequested(backtest_id="backtest-2024-05-10-1a2b3c4d", configs=[CONFIG],
+                            dates=[DAY, dt.date(2024, 5, 17)], bearish="flat"),
+        d.BacktestRunStarted(run_id="run-1", ticker="NVDA", trade_date=DAY),
+        d.BacktestCompleted(runs=2, completed=2, resolved=1, scorecard=[TickerScore(
+            ticker="NVDA", decisions=2, resolved=1, ratings={"Buy": 1, "Hold": 1}, hold_rate=0.5,
+            hit_rate=1.0, mean_alpha_long=0.012, mean_raw_return=0.02, by_rating=[RatingScore(
+                rating=Rating.BUY, decisions=1, resolved=1, hit_rate=1.0, mean_alpha=0.012)],
+            bearish="flat", policy_return=0.02, buy_hold_return=0.02, benchmark="SPY",
+            benchmark_return=0.008)]),
     ]
     return {event.type: event for event in items}
 

@@ -24,7 +24,8 @@ def _past_context(store_path, run_id):
                     if e.type == "PastContextLoaded")
 
 
-def test_outcomes_resolve_and_feed_later_decisions_without_look_ahead(cli, store_path, ohlcv_dir):
+def test_outcomes_resolve_and_feed_later_decisions_without_look_ahead(cli, store_path, ohlcv_dir,
+                                                                     tmp_path):
     first = _run(cli, store_path, ohlcv_dir, "2024-01-05")
     assert _past_context(store_path, first["run_id"]).entries == 0
     # two trading days later the first outcome (5 trading days) is not knowable yet
@@ -50,9 +51,26 @@ def test_outcomes_resolve_and_feed_later_decisions_without_look_ahead(cli, store
     assert outcome.resolved_on == window.index[5].date() == dt.date(2024, 1, 12)
     reflections = [e for e in memory if e.type == "ReflectionRecorded"]
     assert {e.payload.run_id for e in reflections} == {first["run_id"], soon["run_id"]}
+    # each lesson judges the rating that was given (the prompt states it and the thesis)
+    rating_of = {first["run_id"]: first["rating"], soon["run_id"]: soon["rating"]}
+    for e in reflections:
+        assert f"The {rating_of[e.payload.run_id]} call on AAPL" in e.payload.reflection
+    prompts = [m.content for e in memory if e.type == "LLMCallCompleted"
+               for m in e.payload.messages if m.role == "user"]
+    assert f"\nRating: {first['rating']}\nThesis: " in prompts[0]
 
     shown = json.loads(cli("memory", "show", "--store", store_path, "--json").stdout)
     assert [(m["trade_date"], m["resolved"]) for m in shown] == [
         ("2024-01-05", True), ("2024-01-09", True), ("2024-02-01", False)]
     text = cli("memory", "show", "--store", store_path, "--ticker", "aapl").stdout
     assert "<!-- ENTRY_END -->" in text and "pending]" in text
+
+    exported = tmp_path / "memory.md"
+    result = cli("memory", "export", exported, "--store", store_path)
+    assert result.exit_code == 0 and "wrote 3 decisions" in result.stdout
+    markdown = exported.read_text()
+    assert markdown.startswith("# Memory log\n\n3 decisions, 2 resolved.")
+    assert f"| 2024-01-05 | AAPL | {first['rating']} | {raw:+.2%} |" in markdown
+    assert markdown.count("### Reflection") == 3 and f"`{later['run_id']}`" in markdown
+    bad = cli("memory", "export", tmp_path / "no" / "such" / "m.md", "--store", store_path)
+    assert bad.exit_code == 2 and "cannot write" in bad.stderr
