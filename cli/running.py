@@ -44,7 +44,7 @@ def run(
     benchmark: Annotated[Optional[str], typer.Option(help="Benchmark for alpha (default: SPY, or by exchange suffix).")] = None,
     holding_days: Annotated[Optional[int], typer.Option(help="Trading days a decision is scored over (default 5).")] = None,
     latency: Annotated[Optional[float], typer.Option(help="Offline model: simulated seconds per call.")] = None,
-    max_stale_days: Annotated[Optional[int], typer.Option(help="Most trading days the snapshot's last bar may lie before --date [default: env TA_ACTORS_MAX_STALE_DAYS, else 5].")] = None,
+    max_stale_days: Annotated[Optional[int], typer.Option(help="Most trading days the snapshot's last bar may lie before --date (default: env TA_ACTORS_MAX_STALE_DAYS, else 5).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
     max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command [default: env TA_ACTORS_MAX_TICKERS, else 500].")] = None,
     workers: WorkersOpt = None,

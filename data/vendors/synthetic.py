@@ -72,6 +72,19 @@ def _days(start: dt.date, end: dt.date, every: int, salt: str, symbol: str
     return tuple(out)
 
 
+@lru_cache(maxsize=32)
+def _macro_series(series_id: str, until: dt.date) -> tuple[Observation, ...]:
+    """The whole synthetic series from START (computed once per process and day)."""
+    import pandas as pd
+    row = MACRO_SERIES[series_id]
+    out = []
+    for ts in pd.date_range(START, until, freq=_STEPS[row.frequency][0]):
+        day = ts.date()
+        wave = (stable_seed("macro", series_id, day.year, day.month) % 200 - 100) / 2000
+        out.append(Observation(date=day, value=round(row.level * (1 + wave), 3)))
+    return tuple(out)
+
+
 class SyntheticVendor(Vendor):
     name = "synthetic"
 
@@ -139,18 +152,11 @@ class SyntheticVendor(Vendor):
               as_of: dt.date) -> list[Observation]:
         """A deterministic stand-in around the series' typical level, published with the
         series' usual lag (so a trade date sees last month's CPI, not this month's)."""
-        import pandas as pd
-        row = MACRO_SERIES.get(series_id)
-        if row is None:
+        if series_id not in MACRO_SERIES:
             raise NoData(f"no synthetic series {series_id}")
-        step, lag = _STEPS[row.frequency]
-        out = []
-        for ts in pd.date_range(start, end, freq=step):
-            day = ts.date()
-            if day + dt.timedelta(days=lag) > as_of:
-                continue
-            wave = (stable_seed("macro", series_id, day.year, day.month) % 200 - 100) / 2000
-            out.append(Observation(date=day, value=round(row.level * (1 + wave), 3)))
+        lag = dt.timedelta(days=_STEPS[MACRO_SERIES[series_id].frequency][1])
+        out = [o for o in _macro_series(series_id, dt.date.today())
+               if start <= o.date <= end and o.date + lag <= as_of]
         if not out:
             raise NoData(f"no synthetic {series_id} observations published by {as_of}")
         return out
