@@ -181,8 +181,10 @@ def _cli(address: str, *args: str) -> subprocess.Popen:
 
 def driver_killed(cluster: Cluster, folder: Path) -> dict:
     path = folder / "driver.duckdb"
+    # 1 s per call: ~10 s of run left after the first report, so a resume that starts on a
+    # busy machine (seconds to join Ray) still finds the run being driven
     proc = _cli(cluster.address, "run", "NVDA", "--date", "2024-05-10", "--offline",
-                "--latency", "0.2", "--store", str(path), "--json")
+                "--latency", "1.0", "--store", str(path), "--json")
     with Session(path, cluster.address) as session:
         run_id = None
         deadline = time.monotonic() + 120
