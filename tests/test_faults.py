@@ -40,9 +40,10 @@ def test_pools_put_one_worker_on_every_node(faults):
     assert p["nodes"] == p["workers"] == p["markets"] == 3
     assert sorted(p["where"]) == sorted(p["alive"])  # every node hosts a replica
     # one limiter for the cluster: yfinance's burst of 4, then one call every half second
+    # (a wait is shorter by the time its reservation itself waited for a busy machine)
     waits = sorted(p["limiter_waits"])  # reservations run concurrently, in any order
-    assert waits[:4] == [0.0] * 4 and waits[4] == pytest.approx(0.5, abs=0.05) \
-        and waits[5] == pytest.approx(1.0, abs=0.05)
+    assert waits[:4] == [0.0] * 4
+    assert 0.25 < waits[4] <= 0.55 and 0.75 < waits[5] <= 1.05 and waits[5] - waits[4] > 0.4
 
 
 def test_a_killed_worker_is_restarted_and_its_run_completes(faults):
