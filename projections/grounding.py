@@ -1,0 +1,477 @@
+"""The grounding audit: every number and date a role wrote, checked against what it was shown.
+
+Guards filter the data a model reads; nothing filtered what a model *writes*. This pure
+function (no I/O, no clock) takes one output and the run's state just before it, rebuilds
+the sources that role was shown (``VISIBLE``: the verified snapshot, its own tool results,
+earlier reports and debate turns, the plan, the proposal, past context), and classifies each
+figure of the output:
+
+* **grounded** - the value appears in a source, at the precision written (rounded or cut to
+  the digits shown; ``$1.2B`` matches 1,204,000,000; ``12.5%`` matches 0.125); the source
+  is named by its event (``MarketSnapshotTaken``, ``ToolCallCompleted <call id>``,
+  ``AnalystReportSubmitted market``, ``DebateArgumentMade bull r1`` ...);
+* **derived** - the value is the difference, the percentage change, or a 1.5/2/3 multiple
+  offset (ATR stops) of two *operands*: the snapshot's figures and the figures this output
+  itself quotes as grounded;
+* **look-ahead** - a date after the trade date, or a period (month, quarter, half, year)
+  that starts after it, that no source mentions; and any untraced figure in the same
+  sentence as one ("Q3 2024 revenue of $30B" in a June 2024 run);
+* **ungrounded** - everything else.
+
+What is *not* a claim, and skipped (each rule is tested):
+
+1. list numbering and heading numbers at the start of a line (``1.``, ``2)``);
+2. the trade date itself, and a month, quarter, half or year that starts on or before the
+   trade date (context such as "since 2020" or "in Q1 2024"), whether or not a source has it;
+3. numbers that are part of a name or a parameter: glued to letters or ``_`` (``Q3``,
+   ``close_50_sma``, ``10-K``, ``50-day``), window lengths (``14 days``, ``52 weeks``,
+   ``5 trading sessions``), indicator parameters (``RSI(14)``, ``MACD(12, 26, 9)``), and
+   index names (``S&P 500``, ``Nasdaq 100``, ``Russell 2000`` ...);
+4. bare integers from 0 to 10 with no unit, sign, decimals or currency (counts of points,
+   rounds, scores on a 0-10 scale);
+5. elision markers of quoted text (``... (12 lines omitted) ...``), times of day (``16:00``)
+   and the ticker itself.
+"""
+from __future__ import annotations
+
+import bisect
+import calendar
+import datetime as dt
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from typing import Any, Literal
+
+from events import domain as d
+from events.roles import ROLES, speaker_of
+from projections.run_state import RunState
+
+Verdict = Literal["grounded", "derived", "ungrounded", "look_ahead"]
+FLAGGED: tuple[Verdict, ...] = ("ungrounded", "look_ahead")
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    raw: str
+    start: int
+    end: int
+    kind: Literal["number", "date", "period"]
+    value: float = 0.0  # numbers: absolute value, suffix applied
+    unit: float = 0.0  # numbers: one unit of the last digit written, suffix applied
+    percent: bool = False
+    day: dt.date | None = None  # dates; periods: first day
+    key: str = ""  # dates: ISO; periods: normalised name (for matching sources)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    claim: Claim
+    verdict: Verdict
+    source: str | None = None  # the event (or operation) it came from
+
+
+# ---- extraction -------------------------------------------------------------------------------
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
+_MONTHS["sept"] = 9
+_MON = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+_DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("ymd", re.compile(r"(?<![\w.])(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?![\w/]|\.\d)")),
+    ("mdy_num", re.compile(r"(?<![\w./])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")),
+    ("mdy", re.compile(rf"(?i)\b({_MON})\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")),
+    ("dmy", re.compile(rf"(?i)\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MON}),?\s+(\d{{4}})\b")),
+    ("quarter", re.compile(r"(?i)\b(?:Q([1-4])\s*(?:FY\s?)?'?(\d{4}|\d{2})|([1-4])Q\s?'?(\d{4}|\d{2}))\b")),
+    ("half", re.compile(r"(?i)\b(?:H([12])\s*'?(\d{4})|([12])H\s?(\d{4}))\b")),
+    ("fiscal", re.compile(r"(?i)\b(?:FY\s?'?|fiscal\s+(?:year\s+)?)(\d{4}|\d{2})\b")),
+    ("month_year", re.compile(rf"(?i)\b({_MON})\s+(\d{{4}})\b")),
+    ("month_day", re.compile(rf"(?i)\b({_MON})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![,.]?\s*\d)")),
+    ("year", re.compile(r"(?<![\w.,$€£¥%/-])((?:19|20)\d{2})(?![\w%]|[.,]\d|\s?(?:[kKmMbB]n?|bn|million|billion)\b)")),
+)
+_SUFFIX = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "mm": 1e6, "million": 1e6,
+           "b": 1e9, "bn": 1e9, "billion": 1e9, "t": 1e12, "tn": 1e12, "trillion": 1e12}
+_NUMBER = re.compile(
+    r"(?<![\w./:])(?P<sign>[-+\u2212])?(?P<cur>[$€£¥])?(?P<sign2>[-+])?"
+    r"(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
+    r"(?:\s?(?P<suffix>thousand|million|billion|trillion|bn|mn|mm|tn|[kKmMbBT])(?![a-zA-Z]))?"
+    r"(?P<pct>\s?%|\s?percent\b|\s?pct\b)?(?P<x>x(?![a-zA-Z]))?"
+    r"(?![\w:]|\.\d)")
+_WINDOW = re.compile(r"(?i)^\s?(?:-|\s)?(?:trading\s+|calendar\s+|business\s+)?"
+                     r"(?:days?|weeks?|months?|years?|sessions?|periods?|bars?|quarters?|"
+                     r"lines? omitted|minutes?|hours?)\b")
+_GLUED = re.compile(r"^-[a-zA-Z]")  # 50-day, 10-K
+_PARAMS = re.compile(r"[A-Za-z]\((?:[\d.]+,\s*)*$")  # RSI(14 / MACD(12, 26
+_INDEX_NAMES = re.compile(r"(?i)(?:S&P|Nasdaq|Russell|Dow|FTSE|Nikkei|DAX|Stoxx|CAC|Euro Stoxx"
+                          r"|Hang Seng|ASX|TSX|MSCI)[\s-]*$")
+_LIST_ITEM = re.compile(r"^[\s>#*|-]*$")
+
+
+def _year(text: str) -> int:
+    y = int(text)
+    return y + 2000 if y < 100 else y
+
+
+def _safe_date(y: int, m: int, day: int) -> dt.date | None:
+    try:
+        return dt.date(y, m, day)
+    except ValueError:
+        return None
+
+
+def _date_claim(form: str, m: re.Match[str], trade: dt.date) -> Claim | None:
+    g, raw, s, e = m.groups(), m.group(0), m.start(), m.end()
+    if form in ("ymd", "mdy_num", "mdy", "dmy", "month_day"):
+        if form == "ymd":
+            day = _safe_date(int(g[0]), int(g[1]), int(g[2]))
+        elif form == "mdy_num":
+            day = _safe_date(int(g[2]), int(g[0]), int(g[1]))
+        elif form == "mdy":
+            day = _safe_date(int(g[2]), _MONTHS[g[0].lower().rstrip(".")], int(g[1]))
+        elif form == "dmy":
+            day = _safe_date(int(g[2]), _MONTHS[g[1].lower().rstrip(".")], int(g[0]))
+        else:  # a day without a year: the trade date's year
+            day = _safe_date(trade.year, _MONTHS[g[0].lower().rstrip(".")], int(g[1]))
+            if day is not None and day > trade:
+                day = _safe_date(trade.year - 1, day.month, day.day)
+        if day is None:
+            return None
+        key = day.isoformat() if form != "month_day" else day.strftime("--%m-%d")
+        return Claim(raw, s, e, "date", day=day, key=key)
+    if form == "quarter":
+        q, y = (g[0], g[1]) if g[0] else (g[2], g[3])
+        first = dt.date(_year(y), 3 * int(q) - 2, 1)
+        if "fy" in raw.lower():  # a fiscal quarter: its year may start 11 months early
+            months = 3 * int(q) - 3 + 1  # from February of the year before
+            first = dt.date(_year(y) - 1 + months // 12, months % 12 + 1, 1)
+        return Claim(raw, s, e, "period", day=first, key=f"q{q} {_year(y)}")
+    if form == "half":
+        h, y = (g[0], g[1]) if g[0] else (g[2], g[3])
+        return Claim(raw, s, e, "period", day=dt.date(_year(y), 6 * int(h) - 5, 1),
+                     key=f"h{h} {_year(y)}")
+    if form == "fiscal":  # a fiscal year may start up to 11 months before its calendar year
+        y = _year(g[0])
+        return Claim(raw, s, e, "period", day=dt.date(y - 1, 2, 1), key=f"fy {y}")
+    if form == "month_year":
+        y = int(g[1])
+        return Claim(raw, s, e, "period", day=dt.date(y, _MONTHS[g[0].lower().rstrip(".")], 1),
+                     key=f"{y}-{_MONTHS[g[0].lower().rstrip('.')]:02d}")
+    return Claim(raw, s, e, "period", day=dt.date(int(g[0]), 1, 1), key=g[0])  # a year
+
+
+def _dates(text: str, trade: dt.date) -> list[Claim]:
+    found: list[Claim] = []
+    taken: list[tuple[int, int]] = []
+    for form, pattern in _DATE_FORMS:
+        for m in pattern.finditer(text):
+            if any(m.start() < b and a < m.end() for a, b in taken):
+                continue
+            claim = _date_claim(form, m, trade)
+            if claim is not None:
+                found.append(claim)
+                taken.append((m.start(), m.end()))
+    return sorted(found, key=lambda c: c.start)
+
+
+def _number(m: re.Match[str]) -> Claim:
+    digits = m.group("int").replace(",", "")
+    frac = m.group("frac") or ""
+    scale = _SUFFIX.get((m.group("suffix") or "").lower(), 1.0)
+    value = float(digits + frac) * scale
+    unit = 10.0 ** -(len(frac) - 1 if frac else 0) * scale
+    return Claim(m.group(0).strip(), m.start(), m.end(), "number", value=value, unit=unit,
+                 percent=bool(m.group("pct")))
+
+
+def _skipped(m: re.Match[str], text: str, claim: Claim) -> bool:
+    """Rules 1, 3, 4, 5 of the module docstring."""
+    before, after = text[:m.start()], text[m.end():m.end() + 40]
+    line_start = before[before.rfind("\n") + 1:]
+    bare = not (m.group("cur") or m.group("frac") or m.group("suffix") or m.group("pct")
+                or m.group("x") or m.group("sign") or m.group("sign2")
+                or "," in m.group("int"))
+    if _LIST_ITEM.match(line_start) and bare and re.match(r"^[.)]\s", after):
+        return True
+    if bare and claim.value <= 10:
+        return True
+    if _GLUED.match(after) or _WINDOW.match(after) and not m.group("pct"):
+        return True
+    if bare and _PARAMS.search(before[-30:]) and re.match(r"^\s*[,)]", after):
+        return True
+    return bool(_INDEX_NAMES.search(before[-20:]) and bare)
+
+
+def extract(text: str, trade_date: dt.date, ticker: str = "") -> list[Claim]:
+    """Every figure in ``text`` that is a claim (see the module docstring), in text order."""
+    if ticker:
+        text = re.sub(rf"(?<![\w]){re.escape(ticker)}(?![\w])", lambda t: " " * len(t.group(0)),
+                      text)
+    dates = _dates(text, trade_date)
+    spans = [(c.start, c.end) for c in dates]
+    claims = [c for c in dates if not (c.kind == "date" and c.day == trade_date)
+              and not (c.kind == "period" and c.day <= trade_date)]
+    for m in _NUMBER.finditer(text):
+        if any(m.start() < b and a < m.end() for a, b in spans):
+            continue
+        claim = _number(m)
+        if not _skipped(m, text, claim):
+            claims.append(claim)
+    return sorted(claims, key=lambda c: c.start)
+
+
+# ---- sources ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Source:
+    label: str  # the event it is in
+    text: str
+
+
+def _context(s: RunState, _turn: str) -> list[Source]:
+    out = []
+    if s.instrument is not None:
+        inst = s.instrument
+        out.append(Source("InstrumentResolved", " ".join(
+            str(v) for v in (inst.name, inst.sector, inst.industry, inst.exchange) if v)))
+    if s.snapshot is not None:
+        out.append(Source("MarketSnapshotTaken", s.snapshot.render()))
+    return out
+
+
+def _tools(s: RunState, turn: str) -> list[Source]:
+    return [Source(f"ToolCallCompleted {e.call_id}",
+                   f"{e.tool}({', '.join(f'{k}={v}' for k, v in e.arguments.items())})\n"
+                   f"{e.result.text}")
+            for e in s.calls.get(turn, ()) if isinstance(e, d.ToolCallCompleted)]
+
+
+def _reports(s: RunState, _turn: str) -> list[Source]:
+    return [Source(f"AnalystReportSubmitted {a}", t) for a, t in s.reports.items()]
+
+
+def _speeches(kind: str, attr: str) -> Callable[[RunState, str], list[Source]]:
+    def sources(s: RunState, turn: str) -> list[Source]:
+        return [Source(f"{kind} {sp.speaker} r{sp.round}", sp.text)
+                for sp in getattr(s, attr) if sp.turn_id != turn]
+    return sources
+
+
+def _plan(s: RunState, _turn: str) -> list[Source]:
+    return [Source("InvestmentPlanIssued", s.plan.render())] if s.plan else []
+
+
+def _proposal(s: RunState, _turn: str) -> list[Source]:
+    return [Source("TradeProposed", s.proposal.render())] if s.proposal else []
+
+
+def _past(s: RunState, _turn: str) -> list[Source]:
+    return [Source("PastContextLoaded", s.past_context)] if s.past_context else []
+
+
+_debate, _risk = _speeches("DebateArgumentMade", "debate"), _speeches("RiskArgumentMade", "risk")
+#: What each stage is shown (mirrors actors.prompts.user_message): stage -> source builders.
+VISIBLE: dict[str, tuple[Callable[[RunState, str], list[Source]], ...]] = {
+    "analyst": (_context, _tools),
+    "debate": (_context, _reports, _debate),
+    "research": (_context, _debate),
+    "trading": (_context, _plan),
+    "risk": (_context, _proposal, _reports, _risk),
+    "portfolio": (_context, _plan, _proposal, _risk, _past),
+}
+
+
+def sources_for(s: RunState, role: str, turn_id: str) -> list[Source]:
+    return [src for build in VISIBLE.get(ROLES[role].stage, ()) for src in build(s, turn_id)]
+
+
+def _numbers(text: str, trade: dt.date) -> list[float]:
+    """Every number of a source, its dates left out (a date's parts are not figures)."""
+    for c in reversed(_dates(text, trade)):
+        text = text[:c.start] + " " * (c.end - c.start) + text[c.end:]
+    return [_number(m).value for m in _NUMBER.finditer(text)]
+
+
+def _keys(c: Claim) -> tuple[str, ...]:
+    """The names a source date answers to: itself, and the day, month, quarter, half and
+    year it falls in (so "June 2024" is grounded by a source dated 2024-06-14)."""
+    if c.kind != "date" or c.day is None:
+        return (c.key,)
+    day = c.day
+    return (c.key, day.strftime("--%m-%d"), f"{day.year}-{day.month:02d}",
+            f"q{(day.month - 1) // 3 + 1} {day.year}", f"h{(day.month - 1) // 6 + 1} {day.year}",
+            str(day.year))
+
+
+class _Index:
+    """Source numbers, sorted, for interval look-ups; source dates and periods, as sets."""
+
+    def __init__(self, sources: list[Source], trade: dt.date):
+        pairs: list[tuple[float, str]] = []
+        self.dates: dict[str, str] = {}
+        for src in sources:
+            for c in _dates(src.text, trade):
+                for key in _keys(c):
+                    self.dates.setdefault(key, src.label)
+            pairs += [(value, src.label) for value in _numbers(src.text, trade)]
+        pairs.sort(key=lambda p: p[0])
+        self.values = [p[0] for p in pairs]
+        self.labels = [p[1] for p in pairs]
+        #: operands of derived figures besides the output's own: the snapshot's headline
+        #: (last bar and indicators; not its list of recent closes)
+        self.headline = sorted({
+            value for src in sources if src.label == "MarketSnapshotTaken"
+            for line in src.text.splitlines() if not line.startswith("recent closes")
+            for value in _numbers(line, trade)})
+
+    def find(self, value: float, unit: float) -> str | None:
+        lo, hi = _interval(value, unit)
+        i = bisect.bisect_left(self.values, lo)
+        return self.labels[i] if i < len(self.values) and self.values[i] < hi else None
+
+
+def _interval(value: float, unit: float) -> tuple[float, float]:
+    """The source values ``value`` stands for when written with ``unit`` precision: rounded
+    (half a unit either way) or cut (up to a unit above)."""
+    eps = 1e-9 * max(1.0, value)
+    return value - unit / 2 - eps, value + unit + eps
+
+
+def _grounded(c: Claim, index: _Index) -> str | None:
+    found = index.find(c.value, c.unit)
+    if found is None and c.percent:
+        found = index.find(c.value / 100, c.unit / 100)
+    return found
+
+
+_MULTIPLES = (1.5, 2.0, 3.0)
+_PERCENT_OPS = ("% change", "share")  # what a figure written with % can be
+
+
+def _derived(c: Claim, headline: list[float], quoted: list[float]) -> str | None:
+    """How ``c`` follows from two operands, or None. Differences and percentage changes may
+    use any two operands; a share (a as % of b) and a multiple offset (a ± k·b) need one
+    operand the output itself quotes (the writer shows what it computed from)."""
+    lo, hi = _interval(c.value, c.unit)
+    own = set(quoted)
+    pool = sorted(set(headline) | own)
+    for i, a in enumerate(pool):
+        for b in pool[i + 1:]:
+            ops = [(b - a, "difference"), ((b - a) / abs(a) * 100 if a else -1, "% change"),
+                   ((b - a) / abs(b) * 100 if b else -1, "% change")]
+            if a in own or b in own:
+                ops += [(a / b * 100 if b else -1, "share"), (b / a * 100 if a else -1, "share")]
+                ops += [(x + sign * k * y, f"{x:g} {'+-'[sign < 0]} {k:g}x{y:g}")
+                        for x, y in ((a, b), (b, a)) for k in _MULTIPLES for sign in (1, -1)]
+            for value, how in ops:
+                if (how in _PERCENT_OPS) == c.percent and lo <= abs(value) < hi:
+                    return how if "x" in how else f"{how} of {a:g} and {b:g}"
+    return None
+
+
+_SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\d))+(?:[.!?]+|\n|$)")
+
+
+def _sentences(text: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _SENTENCE.finditer(text) if m.end() > m.start()]
+
+
+def classify(text: str, sources: list[Source], trade_date: dt.date, ticker: str = ""
+             ) -> list[Finding]:
+    """Each claim of ``text`` with its verdict and source (see the module docstring)."""
+    index = _Index(sources, trade_date)
+    claims = extract(text, trade_date, ticker)
+    verdicts: dict[int, Finding] = {}
+    for i, c in enumerate(claims):
+        if c.kind == "number":
+            label = _grounded(c, index)
+            if label is not None:
+                verdicts[i] = Finding(c, "grounded", label)
+            continue
+        label = index.dates.get(c.key)
+        if label is not None:
+            verdicts[i] = Finding(c, "grounded", label)
+        elif c.day is not None and c.day > trade_date:
+            verdicts[i] = Finding(c, "look_ahead")
+        else:
+            verdicts[i] = Finding(c, "ungrounded")
+    ahead = [span for span in _sentences(text) if any(
+        f.verdict == "look_ahead" and span[0] <= f.claim.start < span[1]
+        for f in verdicts.values())]
+    quoted = [f.claim.value for f in verdicts.values()
+              if f.verdict == "grounded" and f.claim.kind == "number"]
+    for i, c in enumerate(claims):
+        if i in verdicts:
+            continue
+        how = _derived(c, index.headline, quoted)
+        if how is not None:
+            verdicts[i] = Finding(c, "derived", how)
+        elif any(a <= c.start < b for a, b in ahead):
+            verdicts[i] = Finding(c, "look_ahead")
+        else:
+            verdicts[i] = Finding(c, "ungrounded")
+    return [verdicts[i] for i in range(len(claims))]
+
+
+# ---- the event --------------------------------------------------------------------------------
+#: Output event type -> the text its role wrote.
+OUTPUT_TEXT: dict[str, Callable[[Any], str]] = {
+    "AnalystReportSubmitted": lambda e: e.report,
+    "DebateArgumentMade": lambda e: e.argument,
+    "RiskArgumentMade": lambda e: e.argument,
+    "InvestmentPlanIssued": lambda e: e.plan.render(),
+    "TradeProposed": lambda e: e.proposal.render(),
+    "PortfolioDecisionIssued": lambda e: e.decision.render(),
+}
+
+
+def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked | None:
+    """The audit of ``output`` given ``state``, the run just before it (its model calls
+    included). None for an event that is not a role's written output."""
+    text_of = OUTPUT_TEXT.get(output.type)
+    if text_of is None or state.config is None:
+        return None
+    turn_id: str = getattr(output, "turn_id")
+    role = speaker_of(output)
+    calls = [e for e in state.calls.get(turn_id, ()) if isinstance(e, d.LLMCallCompleted)]
+    findings = classify(text_of(output), sources_for(state, role, turn_id),
+                        state.config.trade_date, state.config.ticker)
+    sources: dict[str, int] = {}
+    for f in findings:
+        if f.verdict == "grounded" and f.source:
+            sources[f.source] = sources.get(f.source, 0) + 1
+    return d.GroundingChecked(
+        turn_id=turn_id, role=role, model=calls[-1].model if calls else "?",
+        grounded=sum(f.verdict == "grounded" for f in findings),
+        derived=sum(f.verdict == "derived" for f in findings), sources=sources,
+        flagged=[(f.claim.raw, f.verdict) for f in findings if f.verdict in FLAGGED])
+
+
+def check_before(state: RunState, calls: list[d.LLMCallCompleted], output: d.DomainEvent
+                 ) -> d.GroundingChecked | None:
+    """``check_output`` for a turn whose final model call is appended with its output."""
+    from projections.run_state import apply
+    return check_output(reduce(apply, calls, state), output)
+
+
+# ---- what the deciders are told ---------------------------------------------------------------
+#: Deciding role -> the output types it receives (whose flagged figures it is told about).
+RECEIVED: dict[str, tuple[str, ...]] = {
+    "research_manager": ("DebateArgumentMade",),
+    "portfolio_manager": ("InvestmentPlanIssued", "TradeProposed", "RiskArgumentMade"),
+}
+_LABELS = {"ungrounded": "not found in the data", "look_ahead": "after the trade date"}
+
+
+def flagged_note(s: RunState, role: str) -> str:
+    """A prompt section listing the figures ``role`` received that the audit could not trace,
+    or '' when there are none."""
+    kinds = RECEIVED.get(role, ())
+    lines = []
+    for turn_id, check in s.grounding.items():
+        if s.answered.get(turn_id) in kinds and check.flagged:
+            who = ROLES[check.role].title
+            rnd = s.assigned[turn_id].round if turn_id in s.assigned else 1
+            figures = "; ".join(f"{raw} ({_LABELS[kind]})" for raw, kind in check.flagged)
+            lines.append(f"- {who} (round {rnd}): {figures}")
+    if not lines:
+        return ""
+    return ("## Unverified figures\nThe grounding audit could not trace these figures in what "
+            "you received to the data; treat them as unsupported:\n" + "\n".join(lines))
