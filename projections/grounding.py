@@ -104,6 +104,11 @@ _PARAMS = re.compile(r"[A-Za-z]\((?:[\d.]+,\s*)*$")  # RSI(14 / MACD(12, 26
 _INDEX_NAMES = re.compile(r"(?i)(?:S&P|Nasdaq|Russell|Dow|FTSE|Nikkei|DAX|Stoxx|CAC|Euro Stoxx"
                           r"|Hang Seng|ASX|TSX|MSCI)[\s-]*$")
 _LIST_ITEM = re.compile(r"^[\s>#*|-]*$")
+_COMPARED = re.compile(r"(?:[<>]=?|[≤≥])\s*\(?$")  # "rsi > 70", "(<30)": a rule's threshold
+_MATERIAL = re.compile(r"(?i)^\s(?:data\s)?(?:sources?|tools?|tool calls?|reports?|rows?|"
+                       r"lines?)\b(?:\(s\))?")  # counts of what the role was shown
+_RSI_LEVELS = (20.0, 30.0, 70.0, 80.0)
+_RSI_WORDS = re.compile(r"(?i)overbought|oversold|\bRSI\b")
 
 
 def _year(text: str) -> int:
@@ -187,13 +192,16 @@ def _skipped(m: re.Match[str], text: str, claim: Claim) -> bool:
     before, after = text[:m.start()], text[m.end():m.end() + 40]
     line_start = before[before.rfind("\n") + 1:]
     bare = not (m.group("cur") or m.group("frac") or m.group("suffix") or m.group("pct")
-                or m.group("x") or m.group("sign") or m.group("sign2")
-                or "," in m.group("int"))
+                or m.group("x") or "," in m.group("int"))
     if _LIST_ITEM.match(line_start) and bare and re.match(r"^[.)]\s", after):
         return True
     if bare and claim.value <= 10:
         return True
     if _GLUED.match(after) or _WINDOW.match(after) and not m.group("pct"):
+        return True
+    if bare and (_COMPARED.search(before[-4:]) or _MATERIAL.match(after)):
+        return True
+    if bare and claim.value in _RSI_LEVELS and _RSI_WORDS.search(_sentence_at(text, m.start())):
         return True
     if bare and _PARAMS.search(before[-30:]) and re.match(r"^\s*[,)]", after):
         return True
@@ -367,6 +375,13 @@ def _derived(c: Claim, headline: list[float], quoted: list[float]) -> str | None
 
 
 _SENTENCE = re.compile(r"(?:[^.!?\n]|[.!?](?=\d))+(?:[.!?]+|\n|$)")
+
+
+def _sentence_at(text: str, at: int) -> str:
+    for m in _SENTENCE.finditer(text):
+        if m.start() <= at < m.end():
+            return m.group(0)
+    return ""
 
 
 def _sentences(text: str) -> list[tuple[int, int]]:
