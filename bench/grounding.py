@@ -42,7 +42,9 @@ async def _sources(ticker: str, day: dt.date, data_dir: Path) -> list:
     snapshot = await desk.snapshot(config)
     arguments = {"symbol": ticker, "start_date": str(day - dt.timedelta(days=30)),
                  "end_date": str(day)}
-    [(result, _, _)] = await desk.call_tools([("get_stock_data", arguments)], day, config)
+    [(result, problem, _)] = await desk.call_tools([("get_stock_data", arguments)], day, config)
+    if snapshot is None or result is None:
+        raise SystemExit(f"no prices for {ticker} on {day} in {data_dir}: {problem}")
     call = f"get_stock_data({', '.join(f'{k}={v}' for k, v in arguments.items())})"
     return [Source("MarketSnapshotTaken", snapshot.render()),
             Source("ToolCallCompleted get_stock_data", f"{call}\n{result.text}")]

@@ -101,3 +101,18 @@ def scorecard_table(scores: list) -> Table:
         _row(table, s.ticker, s.decisions, s.resolved, ratings, hit, _pct(s.mean_alpha_long),
              _pct(s.mean_alpha_short), _pct(s.mean_raw_return))
     return table
+
+
+def grounding_table(checks: list, run_id: str) -> Table:
+    """One row per role output: its figures by verdict, and the flagged ones as written."""
+    table = Table(title=plain(f"grounding of {run_id}"))
+    for col in ("role", "turn", "model", "figures", "grounded", "derived", "ungrounded",
+                "look-ahead", "flagged figures"):
+        table.add_column(col, overflow="fold",
+                         justify="right" if col in ("figures", "grounded", "derived",
+                                                    "ungrounded", "look-ahead") else "left")
+    for c in checks:
+        flagged = ", ".join(f"{raw} ({kind.replace('_', '-')})" for raw, kind in c.flagged)
+        _row(table, c.role, c.turn_id, c.model, c.checked, c.grounded, c.derived, c.ungrounded,
+             c.look_ahead, flagged or "-")
+    return table

@@ -36,6 +36,8 @@ def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
         from projections.timeline import timeline
         console = display.out()
         console.print(display.timeline_table(timeline(events), run_id))
+        if result.grounding:
+            console.print(display.grounding_table(result.grounding, run_id))
         for line in result.summary_lines():
             console.print(line, soft_wrap=True)
     if not (result.verified and result.decision_matches):

@@ -216,7 +216,7 @@ def extract(text: str, trade_date: dt.date, ticker: str = "") -> list[Claim]:
     dates = _dates(text, trade_date)
     spans = [(c.start, c.end) for c in dates]
     claims = [c for c in dates if not (c.kind == "date" and c.day == trade_date)
-              and not (c.kind == "period" and c.day <= trade_date)]
+              and not (c.kind == "period" and c.day is not None and c.day <= trade_date)]
     for m in _NUMBER.finditer(text):
         if any(m.start() < b and a < m.end() for a, b in spans):
             continue
@@ -443,7 +443,7 @@ def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked |
     text_of = OUTPUT_TEXT.get(output.type)
     if text_of is None or state.config is None:
         return None
-    turn_id: str = getattr(output, "turn_id")
+    turn_id: str = getattr(output, "turn_id", "")
     role = speaker_of(output)
     calls = [e for e in state.calls.get(turn_id, ()) if isinstance(e, d.LLMCallCompleted)]
     findings = classify(text_of(output), sources_for(state, role, turn_id),
@@ -490,3 +490,28 @@ def flagged_note(s: RunState, role: str) -> str:
         return ""
     return ("## Unverified figures\nThe grounding audit could not trace these figures in what "
             "you received to the data; treat them as unsupported:\n" + "\n".join(lines))
+
+
+# ---- marks in the written reports -------------------------------------------------------------
+_MARKS = {"ungrounded": "unverified", "look_ahead": "look-ahead"}
+
+
+def mark_flagged(text: str, check: d.GroundingChecked | None) -> str:
+    """``text`` with each flagged figure followed by a bold mark, under a one-line note; the
+    text unchanged when nothing was flagged (or no audit was recorded)."""
+    if check is None or not check.flagged:
+        return text
+    kinds = dict(check.flagged)
+    pattern = re.compile("|".join(rf"(?<![\w.]){re.escape(raw)}(?![\w%]|[.,]\d)"
+                                  for raw in sorted(kinds, key=len, reverse=True)))
+    body = pattern.sub(lambda m: f"{m.group(0)} **[{_MARKS[kinds[m.group(0)]]}]**", text)
+    return (f"> **Grounding audit:** {len(check.flagged)} of {check.checked} figures could not "
+            f"be traced to the data this role was shown (marked below).\n\n{body}")
+
+
+def check_of(s: RunState, *, role: str | None = None, turn_id: str | None = None
+             ) -> d.GroundingChecked | None:
+    """The audit of a turn, or of a role's latest output."""
+    if turn_id is not None:
+        return s.grounding.get(turn_id)
+    return next((c for c in reversed(s.grounding.values()) if c.role == role), None)
