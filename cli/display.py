@@ -6,6 +6,8 @@ never read as rich markup ("[/]" would crash, "[bold]" would style) or emoji (":
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -103,7 +105,7 @@ def scorecard_table(scores: list) -> Table:
     return table
 
 
-def grounding_table(checks: list, run_id: str) -> Table:
+def grounding_table(checks: Sequence[Any], run_id: str) -> Table:
     """One row per role output: its figures by verdict, and the flagged ones as written."""
     table = Table(title=plain(f"grounding of {run_id}"))
     for col in ("role", "turn", "model", "figures", "grounded", "derived", "ungrounded",
