@@ -330,9 +330,14 @@ class _Index:
             for value in _numbers(line, trade)})
 
     def find(self, value: float, unit: float) -> str | None:
+        """The source of the closest value ``value`` may stand for, or None."""
         lo, hi = _interval(value, unit)
         i = bisect.bisect_left(self.values, lo)
-        return self.labels[i] if i < len(self.values) and self.values[i] < hi else None
+        j = bisect.bisect_left(self.values, hi, lo=i)
+        if i == j:
+            return None
+        best = min(range(i, j), key=lambda k: (abs(self.values[k] - value), k))
+        return self.labels[best]
 
 
 def _interval(value: float, unit: float) -> tuple[float, float]:
