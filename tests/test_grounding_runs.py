@@ -26,7 +26,7 @@ from events.config import RunConfig
 from events.duckdb_store import DuckDBEventStore
 from events.envelope import NewEvent
 from events.roles import OUTPUT_OF_ROLE
-from projections.grounding import OUTPUT_TEXT, check_output
+from projections.grounding import check_output
 from projections.reports import render_reports
 from projections.run_state import project
 from providers.gateway import LLMGateway
