@@ -46,8 +46,8 @@ async def _sources(ticker: str, day: dt.date, data_dir: Path) -> list:
     if snapshot is None or result is None:
         raise SystemExit(f"no prices for {ticker} on {day} in {data_dir}: {problem}")
     call = f"get_stock_data({', '.join(f'{k}={v}' for k, v in arguments.items())})"
-    return [Source("MarketSnapshotTaken", snapshot.render()),
-            Source("ToolCallCompleted get_stock_data", f"{call}\n{result.text}")]
+    return [Source("snapshot", snapshot.render()),
+            Source("tool:0:0", f"{call}\n{result.text}")]
 
 
 def sources_for(rows: Iterable[dict], data_dir: Path = DATA_DIR) -> dict[tuple[str, str], list]:

@@ -8,11 +8,13 @@ figure of the output:
 
 * **grounded** - the value appears in a source, at the precision written (rounded or cut to
   the digits shown; ``$1.2B`` matches 1,204,000,000; ``12.5%`` matches 0.125); the source
-  is named by its event (``MarketSnapshotTaken``, ``ToolCallCompleted <call id>``,
-  ``AnalystReportSubmitted market``, ``DebateArgumentMade bull r1`` ...);
-* **derived** - the value is the difference, the percentage change, or a 1.5/2/3 multiple
-  offset (ATR stops) of two *operands*: the snapshot's figures and the figures this output
-  itself quotes as grounded;
+  is named by a short name of its event (``snapshot``, ``tool:0:1``, ``report:market``,
+  ``bull:r1``, ``plan`` ...: ``SOURCE_EVENTS``), the closest value winning;
+* **derived** - the value is the difference or the percentage change of two *operands*
+  (the snapshot's headline figures, i.e. last bar and indicators, and the figures this output
+  quotes as grounded), or a share (a as % of b) or an offset a ± k·b (k = 1.5, 2, 3: stops
+  at ATR multiples) where one operand is quoted by the output; a figure written with ``%``
+  is only ever a percentage change or a share;
 * **look-ahead** - a date after the trade date, or a period (month, quarter, half, year)
   that starts after it, that no source mentions; and any untraced figure in the same
   sentence as one ("Q3 2024 revenue of $30B" in a June 2024 run);
@@ -29,8 +31,10 @@ What is *not* a claim, and skipped (each rule is tested):
    index names (``S&P 500``, ``Nasdaq 100``, ``Russell 2000`` ...);
 4. bare integers from 0 to 10 with no unit, sign, decimals or currency (counts of points,
    rounds, scores on a 0-10 scale);
-5. elision markers of quoted text (``... (12 lines omitted) ...``), times of day (``16:00``)
-   and the ticker itself.
+5. elision markers of quoted text (``... (12 lines omitted) ...``), times of day (``16:00``),
+   the ticker itself, thresholds of a rule (a bare number after ``<``, ``>``, ``<=``, ``>=``),
+   the conventional RSI levels 20/30/70/80 in a sentence about RSI or overbought/oversold,
+   and counts of what the role was shown (``20 data source(s)``, ``12 tools``, ``15 rows``).
 """
 from __future__ import annotations
 
@@ -229,52 +233,61 @@ def extract(text: str, trade_date: dt.date, ticker: str = "") -> list[Claim]:
 # ---- sources ----------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class Source:
-    label: str  # the event it is in
+    label: str  # the event it is in, by its short name (SOURCE_EVENTS)
     text: str
+
+
+#: Short source names (kept in GroundingChecked.sources) -> the event each names.
+SOURCE_EVENTS = {
+    "identity": "InstrumentResolved", "snapshot": "MarketSnapshotTaken",
+    "tool:<call>:<n>": "ToolCallCompleted of the turn (call id = turn id + this)",
+    "report:<analyst>": "AnalystReportSubmitted", "bull:r<round>": "DebateArgumentMade",
+    "aggressive:r<round>": "RiskArgumentMade", "plan": "InvestmentPlanIssued",
+    "proposal": "TradeProposed", "past": "PastContextLoaded"}
 
 
 def _context(s: RunState, _turn: str) -> list[Source]:
     out = []
     if s.instrument is not None:
         inst = s.instrument
-        out.append(Source("InstrumentResolved", " ".join(
+        out.append(Source("identity", " ".join(
             str(v) for v in (inst.name, inst.sector, inst.industry, inst.exchange) if v)))
     if s.snapshot is not None:
-        out.append(Source("MarketSnapshotTaken", s.snapshot.render()))
+        out.append(Source("snapshot", s.snapshot.render()))
     return out
 
 
 def _tools(s: RunState, turn: str) -> list[Source]:
-    return [Source(f"ToolCallCompleted {e.call_id}",
+    return [Source(f"tool{e.call_id.removeprefix(turn)}",
                    f"{e.tool}({', '.join(f'{k}={v}' for k, v in e.arguments.items())})\n"
                    f"{e.result.text}")
             for e in s.calls.get(turn, ()) if isinstance(e, d.ToolCallCompleted)]
 
 
 def _reports(s: RunState, _turn: str) -> list[Source]:
-    return [Source(f"AnalystReportSubmitted {a}", t) for a, t in s.reports.items()]
+    return [Source(f"report:{a}", t) for a, t in s.reports.items()]
 
 
-def _speeches(kind: str, attr: str) -> Callable[[RunState, str], list[Source]]:
+def _speeches(attr: str) -> Callable[[RunState, str], list[Source]]:
     def sources(s: RunState, turn: str) -> list[Source]:
-        return [Source(f"{kind} {sp.speaker} r{sp.round}", sp.text)
+        return [Source(f"{sp.speaker}:r{sp.round}", sp.text)
                 for sp in getattr(s, attr) if sp.turn_id != turn]
     return sources
 
 
 def _plan(s: RunState, _turn: str) -> list[Source]:
-    return [Source("InvestmentPlanIssued", s.plan.render())] if s.plan else []
+    return [Source("plan", s.plan.render())] if s.plan else []
 
 
 def _proposal(s: RunState, _turn: str) -> list[Source]:
-    return [Source("TradeProposed", s.proposal.render())] if s.proposal else []
+    return [Source("proposal", s.proposal.render())] if s.proposal else []
 
 
 def _past(s: RunState, _turn: str) -> list[Source]:
-    return [Source("PastContextLoaded", s.past_context)] if s.past_context else []
+    return [Source("past", s.past_context)] if s.past_context else []
 
 
-_debate, _risk = _speeches("DebateArgumentMade", "debate"), _speeches("RiskArgumentMade", "risk")
+_debate, _risk = _speeches("debate"), _speeches("risk")
 #: What each stage is shown (mirrors actors.prompts.user_message): stage -> source builders.
 VISIBLE: dict[str, tuple[Callable[[RunState, str], list[Source]], ...]] = {
     "analyst": (_context, _tools),
@@ -325,7 +338,7 @@ class _Index:
         #: operands of derived figures besides the output's own: the snapshot's headline
         #: (last bar and indicators; not its list of recent closes)
         self.headline = sorted({
-            value for src in sources if src.label == "MarketSnapshotTaken"
+            value for src in sources if src.label == "snapshot"
             for line in src.text.splitlines() if not line.startswith("recent closes")
             for value in _numbers(line, trade)})
 

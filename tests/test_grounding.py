@@ -10,13 +10,13 @@ from events import domain as d
 from projections.grounding import Source, classify, extract, mark_flagged
 
 TRADE = dt.date(2024, 5, 10)
-SNAPSHOT = Source("MarketSnapshotTaken", "\n".join([
+SNAPSHOT = Source("snapshot", "\n".join([
     "VERIFIED MARKET SNAPSHOT for NVDA (vendor local); last bar 2024-05-10 on or before trade "
     "date 2024-05-10:",
     "open 90.26 high 91.36 low 89.19 close 89.84 volume 335,325,000",
     "close_50_sma: 87.6343", "close_200_sma: 59.9807", "rsi: 55.2833", "atr: 3.5779",
     "recent closes: 2024-04-19 76.17, 2024-05-06 92.10, 2024-05-09 88.71, 2024-05-10 89.84"]))
-TOOL = Source("ToolCallCompleted analyst:market:tool:0:0",
+TOOL = Source("tool:0:0",
               "get_stock_data(symbol=NVDA, start_date=2024-04-10, end_date=2024-05-10)\n"
               "date,open,high,low,close,volume\n2024-04-19,83.1122,84.2857,75.5717,76.1654,"
               "875198000\n2024-05-10,90.2640,91.3595,89.1865,89.8372,335325000")
@@ -78,9 +78,9 @@ def test_a_number_of_a_skipped_kind_still_counts_with_a_unit():
 def test_grounded_figures_name_the_event_they_came_from():
     found = classify("Close $89.84 on volume of 875,198,000 on 2024-04-19.", SOURCES, TRADE)
     assert [(f.claim.raw, f.verdict, f.source) for f in found] == [
-        ("$89.84", "grounded", "MarketSnapshotTaken"),
-        ("875,198,000", "grounded", "ToolCallCompleted analyst:market:tool:0:0"),
-        ("2024-04-19", "grounded", "MarketSnapshotTaken")]
+        ("$89.84", "grounded", "snapshot"),
+        ("875,198,000", "grounded", "tool:0:0"),
+        ("2024-04-19", "grounded", "snapshot")]
 
 
 @pytest.mark.parametrize("text", [
@@ -131,7 +131,7 @@ def test_dates_and_periods_after_the_trade_date_are_look_ahead_with_their_senten
 
 
 def test_a_future_date_a_source_announces_is_grounded():
-    calendar = Source("ToolCallCompleted analyst:news:tool:0:0",
+    calendar = Source("tool:0:0",
                       "Next earnings date: 2024-05-22 (scheduled)")
     assert verdicts("Earnings are due on 2024-05-22.", [calendar]) == [("2024-05-22",
                                                                         "grounded")]

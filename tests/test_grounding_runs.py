@@ -79,8 +79,8 @@ def test_offline_runs_on_real_prices_are_fully_grounded(tmp_path, ohlcv_dir, tic
     assert {c.model for c in checks} == {"offline/quick", "offline/deep"}
     # the grounded figures name the events they came from
     market = next(c for c in checks if c.role == "market")
-    assert "MarketSnapshotTaken" in market.sources
-    assert any(k.startswith("ToolCallCompleted analyst:market:tool:") for k in market.sources)
+    assert "snapshot" in market.sources
+    assert any(k.startswith("tool:") for k in market.sources)
     # no audit, no mark: the reports read as before
     assert "**[unverified]**" not in render_reports(project(events))["complete_report.md"]
 
