@@ -49,9 +49,10 @@ from typing import Any, Literal
 
 from events import domain as d
 from events.roles import ROLES, speaker_of
-from projections.run_state import RunState
+from projections.run_state import RunState, apply
 
 Verdict = Literal["grounded", "derived", "ungrounded", "look_ahead"]
+Read = tuple[Literal["date", "period"], dt.date, str]  # a written date: kind, first day, key
 FLAGGED: tuple[Verdict, ...] = ("ungrounded", "look_ahead")
 
 
@@ -127,44 +128,59 @@ def _safe_date(y: int, m: int, day: int) -> dt.date | None:
         return None
 
 
+def _month(name: str) -> int:
+    return _MONTHS[name.lower().rstrip(".")]
+
+
+def _day(day: dt.date | None, key: str | None = None) -> Read | None:
+    return None if day is None else ("date", day, key or day.isoformat())
+
+
+def _undated(g: tuple, trade: dt.date) -> Read | None:
+    """A day without a year ("May 6"): the latest such day on or before the trade date."""
+    day = _safe_date(trade.year, _month(g[0]), int(g[1]))
+    if day is not None and day > trade:
+        day = _safe_date(trade.year - 1, day.month, day.day)
+    return _day(day, day.strftime("--%m-%d") if day else None)
+
+
+def _quarter(g: tuple, raw: str) -> Read:
+    q, y = (int(g[0]), _year(g[1])) if g[0] else (int(g[2]), _year(g[3]))
+    first = dt.date(y, 3 * q - 2, 1)
+    if "fy" in raw.lower():  # a fiscal quarter: its year may start 11 months early
+        months = 3 * q - 2  # counted from February of the year before
+        first = dt.date(y - 1 + months // 12, months % 12 + 1, 1)
+    return "period", first, f"q{q} {y}"
+
+
+def _half(g: tuple) -> Read:
+    h, y = (int(g[0]), _year(g[1])) if g[0] else (int(g[2]), _year(g[3]))
+    return "period", dt.date(y, 6 * h - 5, 1), f"h{h} {y}"
+
+
+#: How each written form reads: (groups, trade date, raw) -> (kind, first day, key) or None.
+_READ: dict[str, Callable[[tuple, dt.date, str], Read | None]] = {
+    "ymd": lambda g, t, r: _day(_safe_date(int(g[0]), int(g[1]), int(g[2]))),
+    "mdy_num": lambda g, t, r: _day(_safe_date(int(g[2]), int(g[0]), int(g[1]))),
+    "mdy": lambda g, t, r: _day(_safe_date(int(g[2]), _month(g[0]), int(g[1]))),
+    "dmy": lambda g, t, r: _day(_safe_date(int(g[2]), _month(g[1]), int(g[0]))),
+    "month_day": lambda g, t, r: _undated(g, t),
+    "quarter": lambda g, t, r: _quarter(g, r),
+    "half": lambda g, t, r: _half(g),
+    # a fiscal year may start up to 11 months before its calendar year
+    "fiscal": lambda g, t, r: ("period", dt.date(_year(g[0]) - 1, 2, 1), f"fy {_year(g[0])}"),
+    "month_year": lambda g, t, r: ("period", dt.date(int(g[1]), _month(g[0]), 1),
+                                   f"{int(g[1])}-{_month(g[0]):02d}"),
+    "year": lambda g, t, r: ("period", dt.date(int(g[0]), 1, 1), g[0]),
+}
+
+
 def _date_claim(form: str, m: re.Match[str], trade: dt.date) -> Claim | None:
-    g, raw, s, e = m.groups(), m.group(0), m.start(), m.end()
-    if form in ("ymd", "mdy_num", "mdy", "dmy", "month_day"):
-        if form == "ymd":
-            day = _safe_date(int(g[0]), int(g[1]), int(g[2]))
-        elif form == "mdy_num":
-            day = _safe_date(int(g[2]), int(g[0]), int(g[1]))
-        elif form == "mdy":
-            day = _safe_date(int(g[2]), _MONTHS[g[0].lower().rstrip(".")], int(g[1]))
-        elif form == "dmy":
-            day = _safe_date(int(g[2]), _MONTHS[g[1].lower().rstrip(".")], int(g[0]))
-        else:  # a day without a year: the trade date's year
-            day = _safe_date(trade.year, _MONTHS[g[0].lower().rstrip(".")], int(g[1]))
-            if day is not None and day > trade:
-                day = _safe_date(trade.year - 1, day.month, day.day)
-        if day is None:
-            return None
-        key = day.isoformat() if form != "month_day" else day.strftime("--%m-%d")
-        return Claim(raw, s, e, "date", day=day, key=key)
-    if form == "quarter":
-        q, y = (g[0], g[1]) if g[0] else (g[2], g[3])
-        first = dt.date(_year(y), 3 * int(q) - 2, 1)
-        if "fy" in raw.lower():  # a fiscal quarter: its year may start 11 months early
-            months = 3 * int(q) - 3 + 1  # from February of the year before
-            first = dt.date(_year(y) - 1 + months // 12, months % 12 + 1, 1)
-        return Claim(raw, s, e, "period", day=first, key=f"q{q} {_year(y)}")
-    if form == "half":
-        h, y = (g[0], g[1]) if g[0] else (g[2], g[3])
-        return Claim(raw, s, e, "period", day=dt.date(_year(y), 6 * int(h) - 5, 1),
-                     key=f"h{h} {_year(y)}")
-    if form == "fiscal":  # a fiscal year may start up to 11 months before its calendar year
-        y = _year(g[0])
-        return Claim(raw, s, e, "period", day=dt.date(y - 1, 2, 1), key=f"fy {y}")
-    if form == "month_year":
-        y = int(g[1])
-        return Claim(raw, s, e, "period", day=dt.date(y, _MONTHS[g[0].lower().rstrip(".")], 1),
-                     key=f"{y}-{_MONTHS[g[0].lower().rstrip('.')]:02d}")
-    return Claim(raw, s, e, "period", day=dt.date(int(g[0]), 1, 1), key=g[0])  # a year
+    read = _READ[form](m.groups(), trade, m.group(0))
+    if read is None:
+        return None
+    kind, day, key = read
+    return Claim(m.group(0), m.start(), m.end(), kind, day=day, key=key)
 
 
 def _dates(text: str, trade: dt.date) -> list[Claim]:
@@ -368,27 +384,45 @@ def _grounded(c: Claim, index: _Index) -> str | None:
 
 
 _MULTIPLES = (1.5, 2.0, 3.0)
-_PERCENT_OPS = ("% change", "share")  # what a figure written with % can be
+MAX_OPERANDS = 60  # operands of derived figures: the headline, then the first quoted figures
 
 
-def _derived(c: Claim, headline: list[float], quoted: list[float]) -> str | None:
-    """How ``c`` follows from two operands, or None. Differences and percentage changes may
-    use any two operands; a share (a as % of b) and a multiple offset (a ± k·b) need one
-    operand the output itself quotes (the writer shows what it computed from)."""
-    lo, hi = _interval(c.value, c.unit)
+@dataclass(frozen=True, slots=True)
+class _Derivation:
+    value: float
+    percent: bool  # a percentage change or a share (what a figure written with % can be)
+    how: str
+
+
+def _derivations(headline: list[float], quoted: list[float]) -> list[_Derivation]:
+    """Every value two operands give, sorted. Differences and percentage changes may use any
+    two operands; a share (a as % of b) and an offset a ± k·b need one operand the output
+    itself quotes (the writer shows what it computed from)."""
     own = set(quoted)
-    pool = sorted(set(headline) | own)
+    pool = sorted(set(list(dict.fromkeys([*headline, *quoted]))[:MAX_OPERANDS]))
+    out: list[_Derivation] = []
     for i, a in enumerate(pool):
         for b in pool[i + 1:]:
-            ops = [(b - a, "difference"), ((b - a) / abs(a) * 100 if a else -1, "% change"),
-                   ((b - a) / abs(b) * 100 if b else -1, "% change")]
+            out.append(_Derivation(b - a, False, f"difference of {a:g} and {b:g}"))
+            for base in (a, b):
+                if base:
+                    out.append(_Derivation(abs(b - a) / abs(base) * 100, True,
+                                           f"% change of {a:g} and {b:g}"))
             if a in own or b in own:
-                ops += [(a / b * 100 if b else -1, "share"), (b / a * 100 if a else -1, "share")]
-                ops += [(x + sign * k * y, f"{x:g} {'+-'[sign < 0]} {k:g}x{y:g}")
+                out += [_Derivation(x / y * 100, True, f"share of {x:g} in {y:g}")
+                        for x, y in ((a, b), (b, a)) if y]
+                out += [_Derivation(abs(x + sign * k * y), False,
+                                    f"{x:g} {'+-'[sign < 0]} {k:g}x{y:g}")
                         for x, y in ((a, b), (b, a)) for k in _MULTIPLES for sign in (1, -1)]
-            for value, how in ops:
-                if (how in _PERCENT_OPS) == c.percent and lo <= abs(value) < hi:
-                    return how if "x" in how else f"{how} of {a:g} and {b:g}"
+    return sorted(out, key=lambda v: v.value)
+
+
+def _derived(c: Claim, derivations: list[_Derivation], values: list[float]) -> str | None:
+    """How ``c`` follows from two operands, or None."""
+    lo, hi = _interval(c.value, c.unit)
+    for k in range(bisect.bisect_left(values, lo), bisect.bisect_left(values, hi)):
+        if derivations[k].percent == c.percent:
+            return derivations[k].how
     return None
 
 
@@ -430,10 +464,12 @@ def classify(text: str, sources: list[Source], trade_date: dt.date, ticker: str 
         for f in verdicts.values())]
     quoted = [f.claim.value for f in verdicts.values()
               if f.verdict == "grounded" and f.claim.kind == "number"]
-    for i, c in enumerate(claims):
-        if i in verdicts:
-            continue
-        how = _derived(c, index.headline, quoted)
+    pending = [i for i in range(len(claims)) if i not in verdicts]
+    derivations = _derivations(index.headline, quoted) if pending else []
+    values = [v.value for v in derivations]
+    for i in pending:
+        c = claims[i]
+        how = _derived(c, derivations, values)
         if how is not None:
             verdicts[i] = Finding(c, "derived", how)
         elif any(a <= c.start < b for a, b in ahead):
@@ -480,7 +516,6 @@ def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked |
 def check_before(state: RunState, calls: list[d.LLMCallCompleted], output: d.DomainEvent
                  ) -> d.GroundingChecked | None:
     """``check_output`` for a turn whose final model call is appended with its output."""
-    from projections.run_state import apply
     return check_output(reduce(apply, calls, state), output)
 
 
