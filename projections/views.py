@@ -241,7 +241,7 @@ GROUNDING = "view_grounding"
 def grounding_changes(e: StoredEvent) -> list[Change]:
     if e.type != "GroundingChecked" or e.actor == "fork":
         return []  # a fork's copies were audited once, in the run they came from
-    p = e.payload
+    p: Any = e.payload  # a GroundingChecked
     return [Insert(GROUNDING, {
         "position": e.position, "run_id": e.stream, "model": p.model,
         "provider": p.model.partition("/")[0], "role": p.role,
