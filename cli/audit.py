@@ -2,12 +2,13 @@
 recorded model output is the decision the run recorded."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from events import domain as d
 from events.decisions import PortfolioDecision
 from events.rating import parse_rating
+from projections.grounding import run_findings
 from projections.reports import render_reports
 from projections.run_state import project
 
@@ -24,6 +25,7 @@ class AuditResult:
     status: str
     reports: dict[str, str]
     grounding: tuple[d.GroundingChecked, ...] = ()  # the audit of each output, in order
+    figures: dict[str, list] = field(default_factory=dict)  # turn -> [raw, verdict, source]
 
     def summary_lines(self) -> list[str]:
         # plain text: stdout prints data, never markup (a problem may contain "[...]")
@@ -51,7 +53,8 @@ class AuditResult:
                 "status": self.status, "rating": self.rating,
                 "decision_matches": self.decision_matches, "rederived_rating": self.rederived,
                 "reports": sorted(self.reports),
-                "grounding": [c.model_dump(mode="json") for c in self.grounding],
+                "grounding": [c.model_dump(mode="json") | {"figures": self.figures.get(
+                    c.turn_id, [])} for c in self.grounding],
                 "events": [{"type": e.type, "seq": e.seq, "position": e.position,
                             "actor": e.actor, "recorded_at": e.recorded_at.isoformat(),
                             "causation_id": e.causation_id, "hash": e.hash,
@@ -81,4 +84,6 @@ def audit(run_id: str, events: list, verification: Any) -> AuditResult:
     matches = state.rating is not None and state.rating == completed == again
     return AuditResult(run_id, verification.ok, verification.problem, state.rating, again,
                        completed, matches, state.status, render_reports(state),
-                       tuple(state.grounding.values()))
+                       tuple(state.grounding.values()),
+                       {turn: [[f.claim.raw, f.verdict, f.source] for f in found]
+                        for turn, found in run_findings(events).items()})

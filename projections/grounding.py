@@ -42,7 +42,7 @@ import bisect
 import calendar
 import datetime as dt
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Literal
@@ -491,26 +491,48 @@ OUTPUT_TEXT: dict[str, Callable[[Any], str]] = {
 }
 
 
-def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked | None:
-    """The audit of ``output`` given ``state``, the run just before it (its model calls
-    included). None for an event that is not a role's written output."""
+def findings_of(state: RunState, output: d.DomainEvent) -> list[Finding] | None:
+    """Every figure of ``output`` with its verdict and source, given ``state``, the run just
+    before it. None for an event that is not a role's written output."""
     text_of = OUTPUT_TEXT.get(output.type)
     if text_of is None or state.config is None:
         return None
     turn_id: str = getattr(output, "turn_id", "")
-    role = speaker_of(output)
+    return classify(text_of(output), sources_for(state, speaker_of(output), turn_id),
+                    state.config.trade_date, state.config.ticker)
+
+
+def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked | None:
+    """The audit of ``output`` given ``state``, the run just before it (its model calls
+    included). None for an event that is not a role's written output."""
+    findings = findings_of(state, output)
+    if findings is None:
+        return None
+    turn_id: str = getattr(output, "turn_id", "")
     calls = [e for e in state.calls.get(turn_id, ()) if isinstance(e, d.LLMCallCompleted)]
-    findings = classify(text_of(output), sources_for(state, role, turn_id),
-                        state.config.trade_date, state.config.ticker)
     sources: dict[str, int] = {}
     for f in findings:
         if f.verdict == "grounded" and f.source:
             sources[f.source] = sources.get(f.source, 0) + 1
     return d.GroundingChecked(
-        turn_id=turn_id, role=role, model=calls[-1].model if calls else "?",
+        turn_id=turn_id, role=speaker_of(output), model=calls[-1].model if calls else "?",
         grounded=sum(f.verdict == "grounded" for f in findings),
         derived=sum(f.verdict == "derived" for f in findings), sources=sources,
         flagged=[(f.claim.raw, f.verdict) for f in findings if f.verdict in FLAGGED])
+
+
+def run_findings(events: Iterable[Any]) -> dict[str, list[Finding]]:
+    """turn id -> every figure of that output with its verdict and source, recomputed from a
+    run's events in one fold (the stored GroundingChecked keeps counts; `replay --json`
+    shows each figure)."""
+    s, out = RunState(), {}
+    for item in events:
+        payload = getattr(item, "payload", item)
+        findings = findings_of(s, payload)
+        if findings is not None:
+            out[getattr(payload, "turn_id", "")] = findings
+        s = apply(s, payload)
+    return out
 
 
 def check_before(state: RunState, calls: list[d.LLMCallCompleted], output: d.DomainEvent

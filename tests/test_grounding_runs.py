@@ -26,7 +26,7 @@ from events.config import RunConfig
 from events.duckdb_store import DuckDBEventStore
 from events.envelope import NewEvent
 from events.roles import OUTPUT_OF_ROLE
-from projections.grounding import check_output
+from projections.grounding import check_output, run_findings
 from projections.reports import render_reports
 from projections.run_state import project
 from providers.gateway import LLMGateway
@@ -62,6 +62,12 @@ def assert_one_check_per_output_recomputed_from_the_stream(events: list) -> None
         assert check.type == "GroundingChecked" and check.payload.turn_id == output.turn_id
         # a pure function of the events before the output, and of the output
         assert check_output(project(events[:i]), output) == check.payload
+    # the per-figure view (replay --json) agrees with the stored counts
+    for turn, found in run_findings(events).items():
+        stored = next(c for c in checks_of(events) if c.turn_id == turn)
+        assert sum(f.verdict == "grounded" for f in found) == stored.grounded
+        assert [(f.claim.raw, f.verdict) for f in found
+                if f.verdict in ("ungrounded", "look_ahead")] == stored.flagged
 
 
 @pytest.mark.parametrize("ticker, day, rounds", [("NVDA", "2024-05-10", 1),
@@ -155,6 +161,12 @@ def test_invented_figures_are_flagged_marked_counted_and_told(tmp_path, ohlcv_di
     assert "2024-06-14 (look-ahead)" in row and "409% (ungrounded)" in row
     replayed = json.loads(cli("replay", "inv", "--json"))
     assert [g["role"] for g in replayed["grounding"]] == [c.role for c in checks_of(events)]
+    # ... each figure with its verdict and the event it came from, recomputed from the events
+    (bull_json,) = [g for g in replayed["grounding"] if g["role"] == "bull"]
+    assert bull_json["figures"] == [["$89.84", "grounded", "snapshot"],
+                                    ["2024-06-14", "look_ahead", None],
+                                    ["$131.83", "look_ahead", None], ["409%", "ungrounded", None],
+                                    ["$22.6 billion", "ungrounded", None]]
     # report: the markdown marks them
     cli("report", "inv", "--out", str(tmp_path / "reports"))
     assert "$131.83 **[look-ahead]**" in (tmp_path / "reports" / "2_research" / "bull.md"
@@ -169,3 +181,23 @@ def test_invented_figures_are_flagged_marked_counted_and_told(tmp_path, ohlcv_di
     assert model["grounding"]["outputs"] == len(checks)
     assert model["grounding"]["figures"] == sum(c.checked for c in checks)
     assert "grounded" in cli("stats", "--by", "role")
+
+
+def test_a_run_recorded_before_the_audit_reads_as_before(tmp_path, ohlcv_dir):
+    """Stores written before the audit have no GroundingChecked: replay says so, reports
+    carry no mark, stats shows no rate, and the deciders' prompts get no note."""
+    events = drive(tmp_path / "new.duckdb", "new", "NVDA", "2024-05-10", ohlcv_dir)
+    old = [e.payload for e in events if e.type != "GroundingChecked"]
+    path = tmp_path / "old.duckdb"
+    with DuckDBEventStore(path) as store:
+        store.append("old", [NewEvent(p, "cli") for p in old], expected_version=0)
+    state = project(old)
+    assert state.grounding == {} and prompts.user_message("portfolio_manager", state) == \
+        prompts.user_message("portfolio_manager", project(events))
+    assert render_reports(state) == render_reports(project(events))
+    runner = CliRunner()
+    shown = runner.invoke(app, ["replay", "old", "--store", str(path)], catch_exceptions=False)
+    assert "grounding: no audit recorded" in shown.stdout and "grounding of" not in shown.stdout
+    stats = runner.invoke(app, ["stats", "--by", "role", "--store", str(path), "--json"],
+                          catch_exceptions=False)
+    assert {r["grounding"]["rate"] for r in json.loads(stats.stdout)} == {None}
