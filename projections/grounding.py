@@ -29,8 +29,8 @@ What is *not* a claim, and skipped (each rule is tested):
    ``close_50_sma``, ``10-K``, ``50-day``), window lengths (``14 days``, ``52 weeks``,
    ``5 trading sessions``), indicator parameters (``RSI(14)``, ``MACD(12, 26, 9)``), and
    index names (``S&P 500``, ``Nasdaq 100``, ``Russell 2000`` ...);
-4. bare integers from 0 to 10 with no unit, sign, decimals or currency (counts of points,
-   rounds, scores on a 0-10 scale);
+4. bare integers from -10 to 10 with no unit, decimals or currency (counts of points,
+   rounds, scores on a 0-10 scale, a rule's +1/-1 terms);
 5. elision markers of quoted text (``... (12 lines omitted) ...``), times of day (``16:00``),
    the ticker itself, thresholds of a rule (a bare number after ``<``, ``>``, ``<=``, ``>=``),
    the conventional RSI levels 20/30/70/80 in a sentence about RSI or overbought/oversold,
