@@ -30,6 +30,7 @@ from events.errors import one_line
 from events.records import Instrument
 from events.roles import speaker_of
 from events.store import ConcurrencyError
+from projections.grounding import check_before
 from projections.reports import render_reports
 from projections.run_state import RunState, apply, project
 from projections.schedule import Turn, next_step, refusal
@@ -98,8 +99,10 @@ class RunHandle:
                     await self._append_locked([record], f"{turn_id}:llm:{call.call_index}")
                 raise Refused(f"{self.run_id}: refused {output.type} from {actor}: {reason}")
             key = f"{turn_id}:output" if turn_id else f"{output.type}:{self.state.version}"
+            check = check_before(self.state, list(calls), output)  # the grounding audit
+            audited = [NewEvent(check, actor, turn_id)] if check is not None else []
             opened = opened_by(apply(self.state, output))
-            events = records + [NewEvent(output, actor, turn_id)] + [
+            events = records + [NewEvent(output, actor, turn_id)] + audited + [
                 NewEvent(p, ACTOR, turn_id) for p in opened]
             await self._append_locked(events, key)
 

@@ -6,6 +6,7 @@ snapshot) so that every role works from the same exact numbers.
 from __future__ import annotations
 
 from events.roles import DEBATE_ORDER, RISK_ORDER, ROLES
+from projections.grounding import flagged_note
 from projections.reports import ANALYST_TITLES, SPEAKER_TITLES
 from projections.run_state import RunState, Speech
 
@@ -159,7 +160,8 @@ def user_message(role: str, s: RunState) -> str:
                 f"Issue the final decision. {RATING_LINE}")
     else:
         raise ValueError(f"no prompt for role {role!r}")
-    return body + _language(s)
+    note = flagged_note(s, role)  # the deciders hear which figures they got are unverified
+    return body + (f"\n\n{note}" if note else "") + _language(s)
 
 
 def reflection_message(ticker: str, trade_date: str, decision: str, raw: float, alpha: float,

@@ -2,12 +2,13 @@
 recorded model output is the decision the run recorded."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from events import domain as d
 from events.decisions import PortfolioDecision
 from events.rating import parse_rating
+from projections.grounding import run_findings
 from projections.reports import render_reports
 from projections.run_state import project
 
@@ -23,6 +24,8 @@ class AuditResult:
     decision_matches: bool
     status: str
     reports: dict[str, str]
+    grounding: tuple[d.GroundingChecked, ...] = ()  # the audit of each output, in order
+    figures: dict[str, list] = field(default_factory=dict)  # turn -> [raw, verdict, source]
 
     def summary_lines(self) -> list[str]:
         # plain text: stdout prints data, never markup (a problem may contain "[...]")
@@ -33,13 +36,25 @@ class AuditResult:
         return [f"hash chain: {chain}", f"status: {self.status}",
                 f"rating: {self.rating or '-'}", f"decision re-derived from the model output "
                 f"matches the record: {match}",
-                f"reports rebuilt: {len(self.reports)} files"]
+                f"reports rebuilt: {len(self.reports)} files", self._grounding_line()]
+
+    def _grounding_line(self) -> str:
+        if not self.grounding:
+            return "grounding: no audit recorded (the run predates it or has no output yet)"
+        checked = sum(c.checked for c in self.grounding)
+        good = sum(c.grounded + c.derived for c in self.grounding)
+        flagged = sum(len(c.flagged) for c in self.grounding)
+        rate = f"{good / checked:.1%}" if checked else "-"
+        return (f"grounding: {len(self.grounding)} outputs, {checked} figures, {rate} grounded "
+                f"or derived, {flagged} flagged")
 
     def as_json(self, events: list) -> dict:
         return {"run_id": self.run_id, "verified": self.verified, "problem": self.problem,
                 "status": self.status, "rating": self.rating,
                 "decision_matches": self.decision_matches, "rederived_rating": self.rederived,
                 "reports": sorted(self.reports),
+                "grounding": [c.model_dump(mode="json") | {"figures": self.figures.get(
+                    c.turn_id, [])} for c in self.grounding],
                 "events": [{"type": e.type, "seq": e.seq, "position": e.position,
                             "actor": e.actor, "recorded_at": e.recorded_at.isoformat(),
                             "causation_id": e.causation_id, "hash": e.hash,
@@ -68,4 +83,7 @@ def audit(run_id: str, events: list, verification: Any) -> AuditResult:
     again = rederive(events)
     matches = state.rating is not None and state.rating == completed == again
     return AuditResult(run_id, verification.ok, verification.problem, state.rating, again,
-                       completed, matches, state.status, render_reports(state))
+                       completed, matches, state.status, render_reports(state),
+                       tuple(state.grounding.values()),
+                       {turn: [[f.claim.raw, f.verdict, f.source] for f in found]
+                        for turn, found in run_findings(events).items()})

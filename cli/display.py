@@ -6,8 +6,8 @@ never read as rich markup ("[/]" would crash, "[bold]" would style) or emoji (":
 from __future__ import annotations
 
 import time
-
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -86,4 +86,19 @@ def timeline_table(rows: list[TimelineRow], run_id: str) -> Table:
         table.add_column(col, overflow="fold")
     for r in rows:
         _row(table, r.seq, r.recorded_at, r.actor, r.type, r.summary)
+    return table
+
+
+def grounding_table(checks: Sequence[Any], run_id: str) -> Table:
+    """One row per role output: its figures by verdict, and the flagged ones as written."""
+    table = Table(title=plain(f"grounding of {run_id}"))
+    for col in ("role", "turn", "model", "figures", "grounded", "derived", "ungrounded",
+                "look-ahead", "flagged figures"):
+        table.add_column(col, overflow="fold",
+                         justify="right" if col in ("figures", "grounded", "derived",
+                                                    "ungrounded", "look-ahead") else "left")
+    for c in checks:
+        flagged = ", ".join(f"{raw} ({kind.replace('_', '-')})" for raw, kind in c.flagged)
+        _row(table, c.role, c.turn_id, c.model, c.checked, c.grounded, c.derived, c.ungrounded,
+             c.look_ahead, flagged or "-")
     return table

@@ -41,6 +41,8 @@ def replay(run_id: Annotated[str, typer.Argument(help="The run to audit.")],
         from projections.timeline import timeline
         console = display.out()
         console.print(display.timeline_table(timeline(events), run_id))
+        if result.grounding:
+            console.print(display.grounding_table(result.grounding, run_id))
         for line in result.summary_lines():
             console.print(line, soft_wrap=True)
     if not (result.verified and result.decision_matches):
@@ -152,24 +154,38 @@ def memory_show(ticker: Annotated[Optional[str], typer.Option(help="Only this ti
 @command
 def stats(by: Annotated[str, typer.Option(help="Group by model, provider, role, day or run.")] = "model",
           store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False) -> None:
-    """Model usage across runs: calls, failures, retries, tokens, cost, latency."""
+    """Model usage across runs: calls, failures, retries, tokens, cost, latency, and the share
+    of the figures written that the grounding audit traced to the data."""
     from projections.views import STATS_GROUPS, usage_row
     if by not in STATS_GROUPS:
         fail(f"cannot group by {by!r}; choose from {', '.join(STATS_GROUPS)}")
+    from projections.views import GroundingRate, grounding_rates
     store = store or default_store()
     rows = [usage_row(r) for r in _query(store, address, f"stats_by_{by}")]
+    rates = grounding_rates(_query(store, address, f"grounding_by_{by}"))
     if as_json:
         typer.echo(json.dumps([dataclasses.asdict(r) | {"mean_latency_ms": r.mean_latency_ms}
-                               for r in rows], indent=2))
+                               | _grounding_json(rates.get(r.key)) for r in rows], indent=2))
         return
     from rich.table import Table
     table = Table(title=f"model usage by {by}")
-    for col in (by, "calls", "failed", "attempts", "tokens in", "tokens out", "cost $", "mean ms"):
+    for col in (by, "calls", "failed", "attempts", "tokens in", "tokens out", "cost $", "mean ms",
+                "figures", "grounded", "flagged"):
         table.add_column(col, justify="left" if col == by else "right")
     for r in rows:
+        g = rates.get(r.key) or GroundingRate()
         table.add_row(r.key, str(r.calls), str(r.failed), str(r.attempts), f"{r.input_tokens:,}",
-                      f"{r.output_tokens:,}", f"{r.cost_usd:.4f}", f"{r.mean_latency_ms:.0f}")
+                      f"{r.output_tokens:,}", f"{r.cost_usd:.4f}", f"{r.mean_latency_ms:.0f}",
+                      f"{g.figures:,}", "-" if g.rate is None else f"{g.rate:.1%}",
+                      f"{g.ungrounded + g.look_ahead:,}")
     display.out().print(table)
+
+
+def _grounding_json(rate: object) -> dict:
+    """The grounding columns of a `stats --json` row (zeros where nothing was audited)."""
+    from projections.views import GroundingRate
+    g = rate if isinstance(rate, GroundingRate) else GroundingRate()
+    return {"grounding": dataclasses.asdict(g) | {"rate": g.rate}}
 
 
 @command

@@ -188,6 +188,33 @@ class PortfolioDecisionIssued(DomainEvent):
     output_mode: OutputMode
 
 
+class GroundingChecked(DomainEvent):
+    """The grounding audit of one role output (projections.grounding.check_output, a pure
+    function of the events before it), appended with the output. Lean: counts, the events
+    the grounded figures came from, and only the flagged figures in full."""
+    type: Literal["GroundingChecked"] = "GroundingChecked"
+    turn_id: str
+    role: Role
+    model: str  # the model that wrote the output
+    grounded: int = 0
+    derived: int = 0
+    sources: dict[str, int] = Field(default_factory=dict)  # source event -> figures from it
+    flagged: list[tuple[str, Literal["ungrounded", "look_ahead"]]] = Field(
+        default_factory=list)  # (figure as written, verdict), in text order
+
+    @property
+    def ungrounded(self) -> int:
+        return sum(kind == "ungrounded" for _, kind in self.flagged)
+
+    @property
+    def look_ahead(self) -> int:
+        return sum(kind == "look_ahead" for _, kind in self.flagged)
+
+    @property
+    def checked(self) -> int:
+        return self.grounded + self.derived + len(self.flagged)
+
+
 # --- memory stream: outcomes and reflections ------------------------------------------------
 class OutcomeResolved(DomainEvent):
     type: Literal["OutcomeResolved"] = "OutcomeResolved"

@@ -6,6 +6,7 @@ byte-identical whenever the events are the same (no clocks, no randomness in her
 from __future__ import annotations
 
 from events.roles import ANALYSTS, DEBATE_ORDER, RISK_ORDER, ROLES
+from projections.grounding import check_of, mark_flagged
 from projections.run_state import RunState, Speech
 
 #: Report titles, from the role table (one place for every fact about a role).
@@ -32,13 +33,20 @@ def _header(s: RunState) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _speeches(title: str, speeches: tuple[Speech, ...], who: str | None = None) -> str:
+def _speeches(title: str, speeches: tuple[Speech, ...], who: str | None = None,
+              s: RunState | None = None) -> str:
     chosen = [sp for sp in speeches if who is None or sp.speaker == who]
     if not chosen:
         return f"## {title}\n\n_No arguments recorded._\n"
-    body = "\n\n".join(f"### {SPEAKER_TITLES[sp.speaker]} — round {sp.round}\n\n{sp.text.strip()}"
-                       for sp in chosen)
+    body = "\n\n".join(f"### {SPEAKER_TITLES[sp.speaker]} — round {sp.round}\n\n"
+                       f"{_marked(s, sp.text.strip(), turn_id=sp.turn_id)}" for sp in chosen)
     return f"## {title}\n\n{body}\n"
+
+
+def _marked(s: RunState | None, text: str, *, role: str | None = None,
+            turn_id: str | None = None) -> str:
+    """``text`` with the figures the grounding audit flagged marked."""
+    return text if s is None else mark_flagged(text, check_of(s, role=role, turn_id=turn_id))
 
 
 def render_reports(s: RunState) -> dict[str, str]:
@@ -50,23 +58,36 @@ def render_reports(s: RunState) -> dict[str, str]:
     for analyst in s.config.analysts:
         if analyst in s.reports:
             files[str(ROLES[analyst].report_file)] = (
-                f"{head}\n## {ANALYST_TITLES[analyst]}\n\n{s.reports[analyst].strip()}\n")
+                f"{head}\n## {ANALYST_TITLES[analyst]}\n\n"
+                f"{_marked(s, s.reports[analyst].strip(), role=analyst)}\n")
     for who in DEBATE_ORDER:
         if any(sp.speaker == who for sp in s.debate):
             files[str(ROLES[who].report_file)] = head + "\n" + _speeches(
-                SPEAKER_TITLES[who], s.debate, who)
+                SPEAKER_TITLES[who], s.debate, who, s)
     if s.plan is not None:
-        files[str(ROLES["research_manager"].report_file)] = f"{head}\n## Research Manager — Investment Plan\n\n{s.plan.render()}\n"
+        files[str(ROLES["research_manager"].report_file)] = f"{head}\n## Research Manager — Investment Plan\n\n{_plan(s)}\n"
     if s.proposal is not None:
-        files[str(ROLES["trader"].report_file)] = f"{head}\n## Trader — Proposal\n\n{s.proposal.render()}\n"
+        files[str(ROLES["trader"].report_file)] = f"{head}\n## Trader — Proposal\n\n{_proposal(s)}\n"
     for who in RISK_ORDER:
         if any(sp.speaker == who for sp in s.risk):
             files[str(ROLES[who].report_file)] = head + "\n" + _speeches(
-                SPEAKER_TITLES[who], s.risk, who)
+                SPEAKER_TITLES[who], s.risk, who, s)
     if s.decision is not None:
-        files[str(ROLES["portfolio_manager"].report_file)] = f"{head}\n## Portfolio Manager — Decision\n\n{s.decision.render()}\n"
+        files[str(ROLES["portfolio_manager"].report_file)] = f"{head}\n## Portfolio Manager — Decision\n\n{_decision(s)}\n"
     files["complete_report.md"] = render_complete(s)
     return files
+
+
+def _plan(s: RunState) -> str:
+    return _marked(s, s.plan.render(), role="research_manager") if s.plan else ""
+
+
+def _proposal(s: RunState) -> str:
+    return _marked(s, s.proposal.render(), role="trader") if s.proposal else ""
+
+
+def _decision(s: RunState) -> str:
+    return _marked(s, s.decision.render(), role="portfolio_manager") if s.decision else ""
 
 
 def render_complete(s: RunState) -> str:
@@ -77,18 +98,19 @@ def render_complete(s: RunState) -> str:
         parts.append(f"## Verified market snapshot\n\n```\n{s.snapshot.render()}\n```\n")
     parts.append("## I. Analyst team\n")
     for analyst in s.config.analysts:
-        text = s.reports.get(analyst, "_No report._").strip()
+        text = _marked(s, s.reports[analyst].strip(), role=analyst) \
+            if analyst in s.reports else "_No report._"
         parts.append(f"### {ANALYST_TITLES[analyst]}\n\n{text}\n")
     parts.append("## II. Research team\n")
-    parts.append(_speeches("Investment debate", s.debate))
+    parts.append(_speeches("Investment debate", s.debate, s=s))
     if s.plan is not None:
-        parts.append(f"### Research Manager\n\n{s.plan.render()}\n")
+        parts.append(f"### Research Manager\n\n{_plan(s)}\n")
     parts.append("## III. Trading team\n")
-    parts.append(f"{s.proposal.render()}\n" if s.proposal else "_No proposal._\n")
+    parts.append(f"{_proposal(s)}\n" if s.proposal else "_No proposal._\n")
     parts.append("## IV. Risk management team\n")
-    parts.append(_speeches("Risk debate", s.risk))
+    parts.append(_speeches("Risk debate", s.risk, s=s))
     parts.append("## V. Portfolio manager\n")
-    parts.append(f"{s.decision.render()}\n" if s.decision else "_No decision._\n")
+    parts.append(f"{_decision(s)}\n" if s.decision else "_No decision._\n")
     if s.past_context:
         parts.append(f"## Past context given to the portfolio manager\n\n{s.past_context.strip()}\n")
     u = s.usage

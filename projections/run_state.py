@@ -56,6 +56,7 @@ class RunState:
     proposal: TradeProposal | None = None
     risk: tuple[Speech, ...] = ()
     decision: PortfolioDecision | None = None
+    grounding: dict[str, d.GroundingChecked] = field(default_factory=dict)  # turn_id -> audit
     calls: dict[str, tuple[Any, ...]] = field(default_factory=dict)  # turn -> LLM/tool events
     capped: frozenset[str] = frozenset()
     usage: Usage = Usage()
@@ -138,6 +139,8 @@ def apply(s: RunState, e: d.DomainEvent) -> RunState:
             return _answer(s, e.turn_id, e.type, risk=s.risk + (speech,))
         case d.PortfolioDecisionIssued():
             return _answer(s, e.turn_id, e.type, decision=e.decision)
+        case d.GroundingChecked():
+            return replace(s, grounding={**s.grounding, e.turn_id: e})
         case d.RunCompleted():
             return replace(s, status="completed")
         case d.RunFailed():

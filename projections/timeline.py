@@ -47,6 +47,11 @@ SUMMARIES: dict[str, Callable[[Any], str]] = {
     "TradeProposed": lambda e: f"{e.proposal.action.value} ({e.output_mode})",
     "RiskArgumentMade": lambda e: f"{e.speaker} r{e.round}: {_clip(e.argument, 70)}",
     "PortfolioDecisionIssued": lambda e: f"{e.decision.rating.value} ({e.output_mode})",
+    "GroundingChecked": lambda e: (f"{e.role}: {e.checked} figures, {e.grounded} grounded, "
+                                   f"{e.derived} derived, {e.ungrounded} ungrounded, "
+                                   f"{e.look_ahead} look-ahead"
+                                   + (f" ({_clip(', '.join(r for r, _ in e.flagged), 40)})"
+                                      if e.flagged else "")),
     "OutcomeResolved": lambda e: (f"{e.ticker} {e.trade_date} {e.rating.value}: raw "
                                   f"{e.raw_return:+.2%} alpha {e.alpha:+.2%} over {e.holding_days}d"),
     "ReflectionRecorded": lambda e: f"{e.ticker} {e.trade_date}: {_clip(e.reflection, 70)}",

@@ -23,12 +23,15 @@ the next open):
 * ``memory`` one row per run; a row with a decision is a memory entry (same semantics as
   projections.memory.memory_entries), its outcome and reflection filled in when resolved;
 * ``calls``  one row per model call (LLMCallCompleted / LLMCallFailed), fork copies left out
-  (paid for once, by the source run): `stats` is a GROUP BY over it.
+  (paid for once, by the source run): `stats` is a GROUP BY over it;
+* ``grounding`` one row per GroundingChecked (fork copies left out): the grounding rates
+  `stats` shows next to the usage.
 """
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from events.envelope import StoredEvent, utc
@@ -234,6 +237,60 @@ CALLS_VIEW = View(
              for by, col in STATS_GROUPS.items()})
 
 
+# ---- grounding (per output) -------------------------------------------------------------------
+GROUNDING = "view_grounding"
+
+
+def grounding_changes(e: StoredEvent) -> list[Change]:
+    if e.type != "GroundingChecked" or e.actor == "fork":
+        return []  # a fork's copies were audited once, in the run they came from
+    p: Any = e.payload  # a GroundingChecked
+    return [Insert(GROUNDING, {
+        "position": e.position, "run_id": e.stream, "model": p.model,
+        "provider": p.model.partition("/")[0], "role": p.role,
+        "day": utc(e.recorded_at).date().isoformat(), "figures": p.checked,
+        "grounded": p.grounded, "derived": p.derived, "ungrounded": p.ungrounded,
+        "look_ahead": p.look_ahead})]
+
+
+_GROUNDING_SUMS = ("count(*) AS outputs, sum(figures) AS figures, sum(grounded) AS grounded, "
+                   "sum(derived) AS derived, sum(ungrounded) AS ungrounded, "
+                   "sum(look_ahead) AS look_ahead")
+
+GROUNDING_VIEW = View(
+    name="grounding", version=1, types=("GroundingChecked",), changes=grounding_changes,
+    tables=[Table(GROUNDING, [
+        ("position", "BIGINT"), ("run_id", "VARCHAR"), ("model", "VARCHAR"),
+        ("provider", "VARCHAR"), ("role", "VARCHAR"), ("day", "VARCHAR"),
+        ("figures", "INTEGER"), ("grounded", "INTEGER"), ("derived", "INTEGER"),
+        ("ungrounded", "INTEGER"), ("look_ahead", "INTEGER")], indexes=[("run_id",)])],
+    queries={f"grounding_by_{by}": f"SELECT {col} AS key, {_GROUNDING_SUMS} FROM {GROUNDING} "
+                                   f"GROUP BY {col} ORDER BY {col}"
+             for by, col in STATS_GROUPS.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class GroundingRate:
+    """The grounding audit's figures for one group of outputs (`stats` shows them)."""
+    outputs: int = 0
+    figures: int = 0
+    grounded: int = 0
+    derived: int = 0
+    ungrounded: int = 0
+    look_ahead: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        """Share of figures grounded or derived (None: no figure checked)."""
+        return (self.grounded + self.derived) / self.figures if self.figures else None
+
+
+def grounding_rates(rows: Iterable[Mapping[str, Any]]) -> dict[str, GroundingRate]:
+    return {r["key"]: GroundingRate(*(int(r[k] or 0) for k in (
+        "outputs", "figures", "grounded", "derived", "ungrounded", "look_ahead")))
+        for r in rows}
+
+
 def usage_row(row: Mapping[str, Any]) -> UsageRow:
     return UsageRow(row["key"], int(row["calls"]), int(row["failed"]), int(row["attempts"]),
                     int(row["input_tokens"]), int(row["output_tokens"]), float(row["cost_usd"]),
@@ -241,4 +298,4 @@ def usage_row(row: Mapping[str, Any]) -> UsageRow:
 
 
 #: Every read model, in the order they are applied.
-VIEWS: tuple[View, ...] = (RUNS_VIEW, MEMORY_VIEW, CALLS_VIEW)
+VIEWS: tuple[View, ...] = (RUNS_VIEW, MEMORY_VIEW, CALLS_VIEW, GROUNDING_VIEW)

@@ -267,7 +267,8 @@ def test_budget_stop_then_resume_repeats_no_call(cli, ohlcv_dir, store_path):
     events, verification = read(store_path, run_id)
     assert verification.ok and events[: len(stopped)] == stopped  # the record only grew
     types = [e.type for e in events[len(stopped):]]
-    assert types[:2] == ["RunDriven", "RunResumed"] and types[-2:] == ["PortfolioDecisionIssued", "RunCompleted"]
+    assert types[:2] == ["RunDriven", "RunResumed"] and types[-3:] == [
+        "PortfolioDecisionIssued", "GroundingChecked", "RunCompleted"]
     calls = payloads(events, "LLMCallCompleted")
     keys = [(c.turn_id, c.call_index) for c in calls]
     assert len(keys) == len(set(keys))  # each model call recorded once
@@ -275,7 +276,7 @@ def test_budget_stop_then_resume_repeats_no_call(cli, ohlcv_dir, store_path):
                                    for c in payloads(events[len(stopped):], "LLMCallCompleted")}
     # and made once: the gateway answered exactly one call per recorded event
     assert gateway_calls() - before == len(calls) == row2["llm_calls"]
-    assert events[-2].payload.decision.rating.value == row2["rating"]
+    assert events[-3].payload.decision.rating.value == row2["rating"]
     (failure,) = payloads(events, "RunFailed")  # the stop, before any analyst-free turn ran
     assert failure.role not in ("market", "social", "news", "fundamentals", "portfolio_manager")
 

@@ -37,7 +37,7 @@ def test_full_run_on_real_data(cli, ohlcv_dir, store_path, tmp_path):
     types = [e.type for e in events]
     assert types[:5] == ["RunRequested", "RunDriven", "InstrumentResolved",
                          "MarketSnapshotTaken", "PastContextLoaded"]
-    assert types[-2:] == ["PortfolioDecisionIssued", "RunCompleted"]
+    assert types[-3:] == ["PortfolioDecisionIssued", "GroundingChecked", "RunCompleted"]
     spoke = {e.actor.removeprefix("role:") for e in events if e.type in (
         "AnalystReportSubmitted", "DebateArgumentMade", "InvestmentPlanIssued", "TradeProposed",
         "RiskArgumentMade", "PortfolioDecisionIssued")}

@@ -21,7 +21,7 @@ from projections.memory import MEMORY_STREAM, MEMORY_TYPES, memory_entries, past
     pending_for
 from projections.runs import RUN_SUMMARY_TYPES, summarize_runs
 from projections.usage import GROUPS, USAGE_TYPES, usage
-from projections.views import CALLS, MEMORY, RUNS, VIEWS, call_changes, entries_from_rows, \
+from projections.views import CALLS, GROUNDING, MEMORY, RUNS, VIEWS, call_changes, entries_from_rows, \
     memory_changes, run_changes, run_summary, usage_row
 
 TABLES = (RUNS, MEMORY, CALLS)
@@ -207,13 +207,14 @@ def test_incremental_equals_rebuild_row_for_row(backend):
     rec = backend.recorder()
     append_projected(backend.store, rec, history())
     incremental = rows_of(rec)
-    assert rec.positions() == dict.fromkeys(("runs", "memory", "calls"),
+    assert rec.positions() == dict.fromkeys((v.name for v in VIEWS),
                                            backend.store.last_position())
     fresh = backend.fresh()
     assert rows_of(fresh) == incremental
     assert {t: len(r) for t, r in incremental.items()} == {RUNS: 8, MEMORY: 8, CALLS: 17}
     read, counts = rec.rebuild(backend.store)
-    assert rows_of(rec) == incremental and counts == {RUNS: 8, MEMORY: 8, CALLS: 17}
+    assert rows_of(rec) == incremental and counts == {RUNS: 8, MEMORY: 8, CALLS: 17,
+                                                      GROUNDING: 0}
     assert read == len(backend.store.read_all(
         types=sorted({t for v in VIEWS for t in v.types})))
     fresh.close()
@@ -304,7 +305,7 @@ def test_catching_up_in_chunks_reports_progress(backend):
     assert [p for p, _ in seen] == sorted(p for p, _ in seen)
     fresh = backend.fresh()
     assert rows_of(rec) == rows_of(fresh) and rec.positions() == dict.fromkeys(
-        ("runs", "memory", "calls"), last)
+        (v.name for v in VIEWS), last)
     assert rec.catch_up(backend.store) == 0  # nothing left
     fresh.close()
     rec.close()

@@ -86,7 +86,8 @@ def test_stats_aggregates_in_sql_what_the_fold_counts(cli, small_store, by):
     with DuckDBEventStore(path, read_only=True) as store:
         folded = usage(store.read_all(types=list(USAGE_TYPES)), by)
     assert [{k: v for k, v in r.items() if k not in ("cost_usd", "mean_latency_ms",
-                                                      "latency_ms")} for r in rows] == [
+                                                      "latency_ms", "grounding")}
+            for r in rows] == [
         {k: v for k, v in dataclasses.asdict(u).items() if k not in ("cost_usd", "latency_ms")}
         for u in folded]
     assert [r["latency_ms"] for r in rows] == pytest.approx([u.latency_ms for u in folded])
