@@ -21,13 +21,30 @@ MEMORY_TYPES = ("RunRequested", "PortfolioDecisionIssued", "OutcomeResolved", "R
 
 
 @dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the market did after a decision (an OutcomeResolved without its identity): plain
+    data, so a read-model query can build it without loading the event models."""
+    raw_return: float
+    benchmark: str
+    benchmark_return: float
+    alpha: float
+    holding_days: int
+    resolved_on: dt.date
+
+    @classmethod
+    def of(cls, event: d.OutcomeResolved) -> Outcome:
+        return cls(event.raw_return, event.benchmark, event.benchmark_return, event.alpha,
+                   event.holding_days, event.resolved_on)
+
+
+@dataclass(frozen=True, slots=True)
 class MemoryEntry:
     run_id: str
     ticker: str
     trade_date: dt.date
     rating: str
     decision: str
-    outcome: d.OutcomeResolved | None = None
+    outcome: Outcome | None = None
     reflection: str | None = None
 
     @property
@@ -61,7 +78,7 @@ def memory_entries(events: Iterable[StoredEvent]) -> list[MemoryEntry]:
                 entries[e.stream] = MemoryEntry(e.stream, ticker, day, p.decision.rating.value,
                                                 p.decision.render())
             case d.OutcomeResolved() if p.run_id in entries:
-                entries[p.run_id] = replace(entries[p.run_id], outcome=p)
+                entries[p.run_id] = replace(entries[p.run_id], outcome=Outcome.of(p))
             case d.ReflectionRecorded() if p.run_id in entries:
                 entries[p.run_id] = replace(entries[p.run_id], reflection=p.reflection)
     return list(entries.values())

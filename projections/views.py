@@ -36,7 +36,7 @@ from typing import Any
 
 from events.envelope import StoredEvent, utc
 from events.views import NOT_NULL, Change, Insert, Ref, Table, Update, View
-from projections.memory import MemoryEntry
+from projections.memory import MemoryEntry, Outcome
 from projections.runs import RUN_SUMMARY_TYPES, RunSummary
 from projections.usage import USAGE_TYPES, UsageRow
 
@@ -188,12 +188,9 @@ MEMORY_VIEW = View(
 
 
 def entry_from_row(row: Mapping[str, Any]) -> MemoryEntry:
-    from events import domain as d  # late: read-model queries need no pydantic
     outcome = None
     if row["resolved_on"] is not None:
-        outcome = d.OutcomeResolved(
-            run_id=row["run_id"], ticker=row["ticker"], trade_date=row["trade_date"],
-            rating=row["rating"], **{k: row[k] for k in _OUTCOME})
+        outcome = Outcome(**{k: row[k] for k in _OUTCOME})
     return MemoryEntry(row["run_id"], row["ticker"], row["trade_date"], row["rating"],
                        row["decision"], outcome, row["reflection"])
 

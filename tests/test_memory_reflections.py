@@ -9,11 +9,10 @@ import datetime as dt
 import pytest
 
 from actors import prompts
-from events import domain as d
 from events.decisions import PortfolioDecision
 from events.rating import Rating
 from events.records import Message
-from projections.memory import MemoryEntry, render_markdown, thesis_of
+from projections.memory import MemoryEntry, Outcome, render_markdown, thesis_of
 from providers import offline
 from providers.base import LLMRequest
 
@@ -60,10 +59,8 @@ def test_reflection_states_and_judges_the_rating_that_was_given(rating, sign):
 
 
 def test_memory_log_exports_as_markdown():
-    outcome = d.OutcomeResolved(run_id="AAPL-1", ticker="AAPL", trade_date=dt.date(2024, 1, 5),
-                                rating=Rating.SELL, raw_return=-0.0213, benchmark="SPY",
-                                benchmark_return=0.0042, alpha=-0.0255, holding_days=5,
-                                resolved_on=dt.date(2024, 1, 12))
+    outcome = Outcome(raw_return=-0.0213, benchmark="SPY", benchmark_return=0.0042,
+                      alpha=-0.0255, holding_days=5, resolved_on=dt.date(2024, 1, 12))
     entries = [
         MemoryEntry("NVDA-2", "NVDA", dt.date(2024, 1, 9), "Buy", _decision(Rating.BUY)),
         MemoryEntry("AAPL-1", "AAPL", dt.date(2024, 1, 5), "Sell", _decision(Rating.SELL),
