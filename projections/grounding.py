@@ -44,7 +44,7 @@ import datetime as dt
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import reduce
+from functools import lru_cache, reduce
 from typing import Any, Literal
 
 from events import domain as d
@@ -183,18 +183,21 @@ def _date_claim(form: str, m: re.Match[str], trade: dt.date) -> Claim | None:
     return Claim(m.group(0), m.start(), m.end(), kind, day=day, key=key)
 
 
-def _dates(text: str, trade: dt.date) -> list[Claim]:
+@lru_cache(maxsize=1024)
+def _dates(text: str, trade: dt.date) -> tuple[Claim, ...]:
+    """Cached: the same tool results and reports are sources of many outputs of a run."""
     found: list[Claim] = []
-    taken: list[tuple[int, int]] = []
+    taken = bytearray(len(text))  # 1 where an earlier form already read a date
     for form, pattern in _DATE_FORMS:
         for m in pattern.finditer(text):
-            if any(m.start() < b and a < m.end() for a, b in taken):
+            start, end = m.start(), m.end()
+            if any(taken[start:end]):
                 continue
             claim = _date_claim(form, m, trade)
             if claim is not None:
                 found.append(claim)
-                taken.append((m.start(), m.end()))
-    return sorted(found, key=lambda c: c.start)
+                taken[start:end] = b"\x01" * (end - start)
+    return tuple(sorted(found, key=lambda c: c.start))
 
 
 def _number(m: re.Match[str]) -> Claim:
@@ -209,8 +212,9 @@ def _number(m: re.Match[str]) -> Claim:
 
 def _skipped(m: re.Match[str], text: str, claim: Claim) -> bool:
     """Rules 1, 3, 4, 5 of the module docstring."""
-    before, after = text[:m.start()], text[m.end():m.end() + 40]
-    line_start = before[before.rfind("\n") + 1:]
+    at = m.start()
+    before, after = text[max(0, at - 30):at], text[m.end():m.end() + 40]  # all the rules read
+    line_start = text[text.rfind("\n", 0, at) + 1:at]
     bare = not (m.group("cur") or m.group("frac") or m.group("suffix") or m.group("pct")
                 or m.group("x") or "," in m.group("int"))
     if _LIST_ITEM.match(line_start) and bare and re.match(r"^[.)]\s", after):
@@ -234,11 +238,13 @@ def extract(text: str, trade_date: dt.date, ticker: str = "") -> list[Claim]:
         text = re.sub(rf"(?<![\w]){re.escape(ticker)}(?![\w])", lambda t: " " * len(t.group(0)),
                       text)
     dates = _dates(text, trade_date)
-    spans = [(c.start, c.end) for c in dates]
+    in_date = bytearray(len(text))
+    for c in dates:
+        in_date[c.start:c.end] = b"\x01" * (c.end - c.start)
     claims = [c for c in dates if not (c.kind == "date" and c.day == trade_date)
               and not (c.kind == "period" and c.day is not None and c.day <= trade_date)]
     for m in _NUMBER.finditer(text):
-        if any(m.start() < b and a < m.end() for a, b in spans):
+        if any(in_date[m.start():m.end()]):
             continue
         claim = _number(m)
         if not _skipped(m, text, claim):
@@ -319,11 +325,15 @@ def sources_for(s: RunState, role: str, turn_id: str) -> list[Source]:
     return [src for build in VISIBLE.get(ROLES[role].stage, ()) for src in build(s, turn_id)]
 
 
-def _numbers(text: str, trade: dt.date) -> list[float]:
+@lru_cache(maxsize=1024)
+def _numbers(text: str, trade: dt.date) -> tuple[float, ...]:
     """Every number of a source, its dates left out (a date's parts are not figures)."""
-    for c in reversed(_dates(text, trade)):
-        text = text[:c.start] + " " * (c.end - c.start) + text[c.end:]
-    return [_number(m).value for m in _NUMBER.finditer(text)]
+    pieces, at = [], 0
+    for c in _dates(text, trade):
+        pieces += [text[at:c.start], " " * (c.end - c.start)]
+        at = c.end
+    blanked = "".join(pieces) + text[at:]
+    return tuple(_number(m).value for m in _NUMBER.finditer(blanked))
 
 
 def _keys(c: Claim) -> tuple[str, ...]:
