@@ -203,24 +203,34 @@ class ViewRecorder:
     def catch_up(self, store: Any, chunk: int = CHUNK,
                  progress: Callable[[int, int], None] | None = None) -> int:
         """Read what the views have not applied yet from ``store`` and apply it; returns the
-        number of events read. ``progress(position, last)`` is called after each chunk."""
+        number of events read. ``progress(position, last)`` is called after each chunk.
+
+        Views that lag behind the others (a new view, or one rebuilt after a version change)
+        catch up first, alone, reading only their own event types up to where the next view
+        stands: adding a view to a store of millions of events reads only the events it needs."""
         with self._lock:
-            last = store.last_position()
-            start = self.position()
-            if start >= last:
-                return 0
-            types = sorted({t for v in self.views for t in v.types})
-            after, read = start, 0
-            while after < last:
-                batch = [e for e in store.read_all(after_position=after, limit=chunk, types=types)
-                         if e.position <= last]
-                read += len(batch)
-                up_to = batch[-1].position if len(batch) == chunk else last
-                self.apply(batch, up_to)
-                after = up_to
-                if progress is not None:
-                    progress(after, last)
+            last, read = store.last_position(), 0
+            while (start := self.position()) < last:
+                lagging = [v for v in self.views if self._positions[v.name] == start]
+                target = min([p for p in self._positions.values() if p > start] + [last])
+                types = sorted({t for v in lagging for t in v.types})
+                read += self._read_into(store, start, target, types, chunk, progress, last)
             return read
+
+    def _read_into(self, store: Any, after: int, target: int, types: list[str], chunk: int,
+                   progress: Callable[[int, int], None] | None, last: int) -> int:
+        """Apply the events of ``types`` in (after, target] to the views standing at ``after``."""
+        read = 0
+        while after < target:
+            batch = [e for e in store.read_all(after_position=after, limit=chunk, types=types)
+                     if e.position <= target]
+            read += len(batch)
+            up_to = batch[-1].position if len(batch) == chunk else target
+            self.apply(batch, up_to)
+            after = up_to
+            if progress is not None:
+                progress(after, last)
+        return read
 
     def rebuild(self, store: Any, progress: Callable[[int, int], None] | None = None
                 ) -> tuple[int, dict[str, int]]:
