@@ -23,7 +23,9 @@ ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
        "vendor": "TA_ACTORS_VENDOR", "vendors": "TA_ACTORS_VENDORS",
        "data_dir": "TA_ACTORS_DATA_DIR", "language": "TA_ACTORS_OUTPUT_LANGUAGE",
-       "max_tickers": "TA_ACTORS_MAX_TICKERS"}
+       "max_tickers": "TA_ACTORS_MAX_TICKERS", "llm_concurrency": "TA_ACTORS_LLM_CONCURRENCY",
+       "llm_idle_timeout_s": "TA_ACTORS_LLM_IDLE_TIMEOUT", "llm_timeout_s": "TA_ACTORS_LLM_TIMEOUT",
+       "context_window": "TA_ACTORS_CONTEXT_WINDOW"}
 #: Bounds of a --tickers-file: it is read no further than this.
 TICKERS_FILE_MAX_BYTES = 1_000_000
 TICKERS_FILE_MAX_LINES = 20_000
@@ -32,7 +34,11 @@ FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
          "max_tool_calls": "--max-tool-calls", "token_budget": "--token-budget",
          "cost_budget_usd": "--cost-budget", "output_language": "--language",
          "holding_days": "--holding-days", "benchmark": "--benchmark",
-         "offline_latency_s": "--latency", "trade_date": "--date"}
+         "offline_latency_s": "--latency", "trade_date": "--date",
+         "llm_concurrency": "--llm-concurrency", "llm_idle_timeout_s": "--llm-idle-timeout",
+         "llm_timeout_s": "--llm-timeout", "context_window": "--context-window"}
+#: RunConfig fields of the local-model options, defaulted from their variables.
+LLM_OPTIONS = ("llm_concurrency", "llm_idle_timeout_s", "llm_timeout_s", "context_window")
 
 
 def default_store() -> Path:
@@ -168,6 +174,9 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
         chains.update(parse_vendor_chains(per_category, data_dir))
     extra = {k: v for k, v in extra.items() if v is not None}
     extra.setdefault("output_language", setting(ENV["language"]))
+    for name in LLM_OPTIONS:
+        if name not in extra and setting(ENV[name]) is not None:
+            extra[name] = setting(ENV[name])
     fields: dict[str, Any] = dict(
         analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
         risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
