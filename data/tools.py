@@ -308,11 +308,11 @@ DEFAULT_CALLS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
     "market": (
         ("get_stock_data", {"symbol": "TICKER", "start_date": "START", "end_date": "DATE"}),
         ("get_indicators", {"symbol": "TICKER", "indicator": "rsi", "curr_date": "DATE",
-                            "look_back_days": 14}),
+                            "look_back_days": 7}),
         ("get_indicators", {"symbol": "TICKER", "indicator": "macdh", "curr_date": "DATE",
-                            "look_back_days": 14}),
+                            "look_back_days": 7}),
         ("get_indicators", {"symbol": "TICKER", "indicator": "close_50_sma",
-                            "curr_date": "DATE", "look_back_days": 14}),
+                            "curr_date": "DATE", "look_back_days": 7}),
     ),
     "social": (
         ("get_social_posts", {"ticker": "TICKER", "curr_date": "DATE", "look_back_days": 7}),
@@ -330,7 +330,7 @@ DEFAULT_CALLS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
         ("get_insider_transactions", {"ticker": "TICKER", "curr_date": "DATE"}),
     ),
 }
-DEFAULT_LOOK_BACK_DAYS = {"get_stock_data": 30, "get_news": 7}
+DEFAULT_LOOK_BACK_DAYS = {"get_stock_data": 14, "get_news": 7}
 
 
 def default_calls(role: str, ticker: str, trade_date: dt.date) -> list[tuple[str, dict]]:

@@ -1,0 +1,188 @@
+"""Local models through the real gateway and litellm, over HTTP, against the fake
+OpenAI-compatible server (the far side of the network): per-endpoint queueing with
+queued_ms, streaming with an idle timeout and an overall cap, live tokens/s, context
+windows from the server, "context exceeded" replies, prompts never sent oversized, and the
+error lines a user can act on."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+from fake_openai_server import error, fake_openai, slow, stall, text  # noqa: F401
+
+from events.records import Message
+from providers.base import LLMError, LLMRequest
+from providers.gateway import LLMGateway
+
+MODEL = "openai/smollm2-135m"
+USER = Message(role="user", content="Say something about MSFT.")
+#: what llama.cpp's /props says about a one-slot server with a 4096-token context
+PROPS = {"total_slots": 1, "default_generation_settings": {"n_ctx": 4096},
+         "chat_template_caps": {"supports_tools": True}}
+WORDS = " ".join(f"w{i}" for i in range(12))
+
+
+def req(server, **kw) -> LLMRequest:
+    base = dict(model=MODEL, base_url=server.url, messages=[USER], role="market",
+                max_retries=0)
+    return LLMRequest(**{**base, **kw})
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_one_slot_server_queues_calls_and_records_the_wait(fake_openai):
+    fake_openai.props = PROPS
+    fake_openai.push(*[slow(WORDS, 0.03) for _ in range(3)])
+    gateway = LLMGateway(retry_base_s=0.01)
+
+    async def three():
+        return await asyncio.gather(*(gateway.complete(req(fake_openai, role=r))
+                                      for r in ("market", "social", "news")))
+
+    replies = run(three())
+    assert fake_openai.peak_active == 1  # the server's one slot, never more at once
+    queued = sorted(r.queued_ms for r in replies)
+    assert queued[0] < 100 and queued[2] > queued[1] > 300  # waited for the others' streams
+    for reply in replies:
+        assert reply.text.split() == WORDS.split()  # assembled from the stream, whole
+        assert reply.stream_chunks >= 12 and reply.first_chunk_ms is not None
+        # the wait is not part of the call's own time budget: latency includes it, the
+        # attempt succeeded at once
+        assert len(reply.attempts) == 1 and reply.latency_ms >= reply.queued_ms
+    assert all(b["stream"] is True and b["stream_options"] == {"include_usage": True}
+               for b in fake_openai.requests)
+
+
+@pytest.mark.parametrize("slots,flag,peak", [(2, None, 2), (1, 3, 3)])
+def test_limit_from_server_slots_and_the_flag_wins(fake_openai, slots, flag, peak):
+    fake_openai.props = dict(PROPS, total_slots=slots)
+    fake_openai.push(*[slow(WORDS, 0.04) for _ in range(4)])
+    gateway = LLMGateway(retry_base_s=0.01)
+
+    async def four():
+        return await asyncio.gather(*(gateway.complete(req(fake_openai, concurrency=flag))
+                                      for _ in range(4)))
+
+    run(four())
+    assert fake_openai.peak_active == peak
+
+
+def test_a_local_server_that_says_nothing_gets_one_call_at_a_time(fake_openai):
+    fake_openai.push(*[slow(WORDS, 0.02) for _ in range(3)])  # no /props: 404
+    gateway = LLMGateway(retry_base_s=0.01)
+
+    async def three():
+        return await asyncio.gather(*(gateway.complete(req(fake_openai)) for _ in range(3)))
+
+    run(three())
+    assert fake_openai.peak_active == 1
+
+
+def test_slow_but_steady_completes_past_the_idle_timeout(fake_openai):
+    # 12 words 0.25 s apart: 3 s in all, never 1 s without a token
+    fake_openai.push(slow(WORDS, 0.25))
+    started = time.perf_counter()
+    reply = run(LLMGateway().complete(req(fake_openai, idle_timeout_s=1.0, timeout_s=30)))
+    assert time.perf_counter() - started > 2.5
+    assert reply.text.split() == WORDS.split() and reply.output_tokens > 0
+
+
+def test_a_stalled_stream_fails_on_the_idle_timeout(fake_openai):
+    fake_openai.push(stall(WORDS, after_words=3, seconds=5), stall(WORDS, 3, 5))
+    started = time.perf_counter()
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway(retry_base_s=0.01).complete(
+            req(fake_openai, idle_timeout_s=0.6, timeout_s=30, max_retries=1)))
+    assert time.perf_counter() - started < 4
+    assert info.value.kind == "timeout" and "no token for 0.6 s" in str(info.value)
+    assert len(info.value.attempts) == 2  # a timeout is retried
+
+
+def test_the_overall_cap_ends_a_call_that_keeps_streaming(fake_openai):
+    fake_openai.push(slow(WORDS, 0.3))
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway().complete(req(fake_openai, idle_timeout_s=5, timeout_s=1.0)))
+    assert info.value.kind == "timeout" and "--llm-timeout" in str(info.value)
+
+
+def test_streams_show_tokens_per_second_while_a_call_streams(fake_openai):
+    fake_openai.push(slow(" ".join(f"w{i}" for i in range(40)), 0.05))
+    gateway = LLMGateway()
+    seen: list[list[dict]] = []
+
+    async def watch():
+        task = asyncio.ensure_future(gateway.complete(req(fake_openai, run_id="MSFT-1")))
+        while not task.done():
+            await asyncio.sleep(0.3)
+            seen.append(gateway.streams())
+        return await task
+
+    run(watch())
+    rows = [row for snapshot in seen for row in snapshot if row["tokens_per_s"]]
+    assert rows, seen
+    assert {(r["run_id"], r["role"], r["model"]) for r in rows} == {("MSFT-1", "market", MODEL)}
+    assert all(2 < r["tokens_per_s"] < 60 for r in rows)  # ~20 chunks/s from the server
+    assert gateway.streams() == []  # gone once the call completes
+
+
+def test_context_exceeded_is_classified_and_not_retried(fake_openai):
+    fake_openai.push(error(400, "request (5031 tokens) exceeds the available context size "
+                                "(4096 tokens), try increasing it"), text("never"))
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway(retry_base_s=0.01).complete(req(fake_openai, max_retries=3)))
+    assert info.value.kind == "context" and len(info.value.attempts) == 1
+    assert len(fake_openai.requests) == 1
+
+
+def test_a_prompt_over_the_window_is_never_sent(fake_openai):
+    big = Message(role="user", content="x" * 30_000)
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway().complete(req(fake_openai, messages=[big], context_window=4096)))
+    assert info.value.kind == "context" and "4,096-token context window" in str(info.value)
+    assert fake_openai.requests == []
+
+
+def test_the_window_and_tool_calling_come_from_server_table_and_flag(fake_openai):
+    fake_openai.props = PROPS
+    gateway = LLMGateway()
+    profile = run(gateway.profile(MODEL, fake_openai.url))
+    assert profile.context_window == 4096 and profile.context_source == "llama.cpp /props"
+    assert profile.tools is False and "smollm" in profile.tools_source  # the table says no
+    assert profile.concurrency == 1 and profile.local
+    flagged = run(gateway.profile(MODEL, fake_openai.url, context_window=2048, concurrency=2))
+    assert flagged.context_window == 2048 and flagged.context_source == "--context-window"
+    assert flagged.concurrency == 2
+    # a model the table knows nothing about: the server's template decides tool calling
+    fake_openai.props = dict(PROPS, chat_template_caps={"supports_tools": False})
+    other = run(LLMGateway().profile("openai/some-local-model", fake_openai.url))
+    assert other.tools is False and other.tools_source == "llama.cpp /props"
+    hosted = run(LLMGateway().profile("openai/gpt-4.1-mini"))
+    assert hosted.context_window == 1_047_576 and hosted.tools and not hosted.local
+
+
+def test_unreachable_local_server_says_to_start_it():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway(retry_base_s=0.01).complete(LLMRequest(
+            model=MODEL, base_url=url, messages=[USER], role="market", max_retries=0)))
+    message = str(info.value)
+    assert f"could not connect to {url}" in message and "is the server running" in message
+    assert "Start it" in message and "\n" not in message
+
+
+def test_wrong_model_name_lists_the_servers_models(fake_openai):
+    fake_openai.models = ["llama3.1:8b", "qwen2.5:7b"]
+    fake_openai.push(error(404, "model 'llama3' not found"))
+    with pytest.raises(LLMError) as info:
+        run(LLMGateway().complete(req(fake_openai, model="openai/llama3")))
+    message = str(info.value)
+    assert info.value.kind == "not_found"
+    assert "has no model 'llama3'" in message and "llama3.1:8b, qwen2.5:7b" in message
+    assert "--quick-model openai/llama3.1:8b" in message
