@@ -186,3 +186,49 @@ def test_wrong_model_name_lists_the_servers_models(fake_openai):
     assert info.value.kind == "not_found"
     assert "has no model 'llama3'" in message and "llama3.1:8b, qwen2.5:7b" in message
     assert "--quick-model openai/llama3.1:8b" in message
+
+
+# ---- a whole run of a small local model (no tool calling, small context) -------------------
+def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, store_path,
+                                                 monkeypatch):
+    """SmolLM2's capability row says it cannot call tools: each analyst's default tools are
+    called by the role (one ToolCallCompleted each), the report is written in one call, and
+    with a 1,400-token window prompts are condensed to fit and say what was cut."""
+    import json
+
+    from events.duckdb_store import DuckDBEventStore
+    from data.tools import DEFAULT_CALLS
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake_openai.props = PROPS
+    result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
+                 "--analysts", "market,news", "--quick-model", MODEL, "--deep-model", MODEL,
+                 "--base-url", fake_openai.url, "--context-window", "1400",
+                 "--store", store_path, "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    assert row["status"] == "completed"
+    with DuckDBEventStore(store_path, read_only=True) as store:
+        events = store.read_stream(row["run_id"])
+    tools = [e.payload for e in events if e.type == "ToolCallCompleted"]
+    for analyst in ("market", "news"):
+        mine = [t for t in tools if t.role == analyst]
+        assert [(t.tool, t.arguments["curr_date" if "curr_date" in t.arguments else
+                                     "end_date"]) for t in mine] == [
+            (name, "2024-06-14") for name, _ in DEFAULT_CALLS[analyst]]
+    market_ok = [t for t in tools if t.role == "market"]
+    assert all(t.result.status == "ok" for t in market_ok)
+    calls = [e.payload for e in events if e.type == "LLMCallCompleted"]
+    analyst_calls = [c for c in calls if c.role in ("market", "news")]
+    assert len(analyst_calls) == 2  # one call each: the report
+    assert not any("tools" in body for body in fake_openai.requests)  # never offered tools
+    market_call = next(c for c in analyst_calls if c.role == "market")
+    assert market_ok[0].result.text.splitlines()[-1] in market_call.messages[-1].content
+    # every call streamed, waited its turn on the one slot, and fitted the window
+    assert all(c.stream_chunks and c.queued_ms is not None for c in calls)
+    assert max(c.queued_ms for c in analyst_calls) > 0  # the two analysts shared one slot
+    condensed = [c for c in calls if c.condensed]
+    assert [c.role for c in condensed] == ["market"]  # the one prompt over 1,400 - 256
+    assert "tool results to their newest" in condensed[0].condensed[0]
+    assert "older rows cut to fit" in condensed[0].messages[-1].content
+    assert all(b["max_tokens"] == 256 for b in fake_openai.requests)
+    assert fake_openai.peak_active == 1
