@@ -232,3 +232,33 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     assert "older rows cut to fit" in condensed[0].messages[-1].content
     assert all(b["max_tokens"] == 256 for b in fake_openai.requests)
     assert fake_openai.peak_active == 1
+
+
+def test_live_table_shows_tokens_per_second_per_role():
+    """What the terminal shows while calls stream (cli/display.py, fed by the gateway's
+    ``streams()`` through the session)."""
+    import datetime as dt
+
+    from rich.console import Console
+
+    from cli.display import progress_table
+    from events import domain as d
+    from events.config import RunConfig
+    from projections.run_state import project
+    config = RunConfig(ticker="MSFT", trade_date=dt.date(2024, 6, 14), quick_model=MODEL,
+                       deep_model=MODEL)
+    states = {"MSFT-1": project([d.RunRequested(run_id="MSFT-1", config=config)])}
+    streams = [{"run_id": "MSFT-1", "role": "market", "model": MODEL, "tokens": 230,
+                "seconds": 6.0, "tokens_per_s": 41.7},
+               {"run_id": "MSFT-1", "role": "social", "model": MODEL, "tokens": 0,
+                "seconds": 2.0, "tokens_per_s": None},
+               {"run_id": "OTHER", "role": "news", "model": MODEL, "tokens": 5,
+                "seconds": 1.0, "tokens_per_s": 3.0}]
+    console = Console(record=True, width=250)
+    console.print(progress_table(states, 0.0, streams))
+    shown = console.export_text()
+    assert "streaming" in shown and "market 42 tok/s (230 tok)" in shown
+    assert "social waiting for 1st token (0 tok)" in shown and "news" not in shown
+    console = Console(record=True, width=250)
+    console.print(progress_table(states, 0.0))  # the offline model: no column
+    assert "streaming" not in console.export_text()
