@@ -10,8 +10,10 @@ one-line reason to skip with; any other failure is an error, never a skip.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -77,16 +79,13 @@ def start(timeout_s: float = 600.0) -> LocalServer:
 
 
 def stop(server: LocalServer) -> None:
-    """End the server if ``start()`` started it (by its own PID, nothing else)."""
+    """End the server if ``start()`` started it (by its own PID, nothing else), then remove
+    its state folder (the links to the shared venv and model are removed, not followed)."""
     if server.pid is None:
         return
-    try:
+    with contextlib.suppress(ProcessLookupError):  # already gone
         os.kill(server.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    for _ in range(50):
-        try:
+        for _ in range(50):
             os.kill(server.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
+            time.sleep(0.1)
+    shutil.rmtree(server.state_dir, ignore_errors=True)

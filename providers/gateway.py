@@ -47,6 +47,7 @@ log = structlog.get_logger("providers.gateway")
 DEFAULT_CONCURRENCY: dict[str, int] = {"offline": 256, "ollama": 2, "ollama_chat": 2,
                                        "lm_studio": 2, "llamafile": 1, "*": 8}
 LOCAL_CONCURRENCY = 1
+NOTHING_SAID_TTL_S = 60.0
 MAX_BACKOFF_S = 60.0
 
 
@@ -71,7 +72,9 @@ class LLMGateway:
         self._retry_base_s = retry_base_s
         self._memory = litellm_client.ReasoningMemory()
         self._usage: dict[str, dict] = {}
-        self._facts: dict[str, ServerFacts] = {}  # what each local server said, probed once
+        #: what each server said, and when: probed once (a server that said nothing at
+        #: all, e.g. not started yet, is asked again after NOTHING_SAID_TTL_S)
+        self._facts: dict[str, tuple[ServerFacts, float]] = {}
         self._probing: dict[str, asyncio.Task] = {}
         self._streams: dict[int, _Stream] = {}  # calls streaming now (live progress)
         self._next_stream = 0
@@ -91,14 +94,16 @@ class LLMGateway:
         if not base_url or provider_of(model) == "offline":
             return ServerFacts()
         key = endpoint_of(model, base_url)
-        if key in self._facts:
-            return self._facts[key]
+        known = self._facts.get(key)
+        if known is not None and (known[0] != ServerFacts()
+                                  or time.monotonic() - known[1] < NOTHING_SAID_TTL_S):
+            return known[0]
         task = self._probing.get(key)
-        if task is None or task.get_loop() is not asyncio.get_running_loop():
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             task = asyncio.ensure_future(asyncio.to_thread(probe, model, base_url))
             self._probing[key] = task
         found = await task
-        self._facts[key] = found
+        self._facts[key] = (found, time.monotonic())
         log.info("llm_endpoint_probed", endpoint=key, slots=found.slots,
                  context_window=found.context_window, tools=found.tools, source=found.source)
         return found
