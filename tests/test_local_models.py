@@ -57,6 +57,23 @@ def test_one_slot_server_queues_calls_and_records_the_wait(fake_openai):
                for b in fake_openai.requests)
 
 
+def test_waiting_for_the_slot_is_not_part_of_any_timeout(fake_openai):
+    """Three ~1 s calls on one slot with a 2 s overall cap and a 1 s idle timeout: the
+    third waits ~2 s for its slot and still completes on its first try."""
+    fake_openai.props = PROPS
+    fake_openai.push(*[slow(WORDS, 0.08) for _ in range(3)])
+    gateway = LLMGateway(retry_base_s=0.01)
+
+    async def three():
+        return await asyncio.gather(*(gateway.complete(req(
+            fake_openai, timeout_s=2.0, idle_timeout_s=1.0)) for _ in range(3)))
+
+    replies = run(three())
+    last = max(replies, key=lambda r: r.queued_ms)
+    assert last.queued_ms > 1500 and last.latency_ms > 2000  # longer than the cap in all
+    assert all(len(r.attempts) == 1 and r.attempts[0].status == 200 for r in replies)
+
+
 @pytest.mark.parametrize("slots,flag,peak", [(2, None, 2), (1, 3, 3)])
 def test_limit_from_server_slots_and_the_flag_wins(fake_openai, slots, flag, peak):
     fake_openai.props = dict(PROPS, total_slots=slots)
