@@ -279,3 +279,30 @@ def test_live_table_shows_tokens_per_second_per_role():
     console = Console(record=True, width=250)
     console.print(progress_table(states, 0.0))  # the offline model: no column
     assert "streaming" not in console.export_text()
+
+
+def test_local_model_options_from_flags_and_variables(monkeypatch):
+    """--llm-concurrency / --llm-idle-timeout / --llm-timeout / --context-window reach the
+    run's config; their variables are the defaults; bad values are one line naming the flag."""
+    from cli.options import build_configs
+    from events.config import InvalidInput
+
+    def config(**options):
+        return build_configs(["MSFT"], "2024-06-14", "market", 1, 1, False, MODEL, MODEL,
+                             "http://127.0.0.1:8080/v1", None, None, **options)[0]
+
+    monkeypatch.setenv("TA_ACTORS_LLM_CONCURRENCY", "3")
+    monkeypatch.setenv("TA_ACTORS_CONTEXT_WINDOW", "8192")
+    plain = config()
+    assert (plain.llm_concurrency, plain.context_window) == (3, 8192)
+    assert (plain.llm_idle_timeout_s, plain.llm_timeout_s) == (120.0, None)
+    flagged = config(llm_concurrency=2, context_window=4096, llm_idle_timeout_s=30.0,
+                     llm_timeout_s=900.0)
+    assert (flagged.llm_concurrency, flagged.context_window) == (2, 4096)
+    assert (flagged.llm_idle_timeout_s, flagged.llm_timeout_s) == (30.0, 900.0)
+    for options, flag in (({"context_window": 100}, "--context-window"),
+                          ({"llm_concurrency": 0}, "--llm-concurrency"),
+                          ({"llm_idle_timeout_s": 0.0}, "--llm-idle-timeout")):
+        with pytest.raises(InvalidInput) as info:
+            config(**options)
+        assert flag in str(info.value) and "\n" not in str(info.value)
