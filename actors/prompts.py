@@ -105,11 +105,14 @@ def context_block(s: RunState) -> str:
     return "\n".join(lines)
 
 
+def _cut(text: str, level: Condensing) -> str:
+    """A report, plan or proposal: whole, or its first sentences under condensing."""
+    text = text.strip()
+    return first_sentences(text, level.report_chars) if level.report_chars else text
+
+
 def _reports(s: RunState, level: Condensing = WHOLE) -> str:
-    def body(text: str) -> str:
-        text = text.strip()
-        return first_sentences(text, level.report_chars) if level.report_chars else text
-    return "\n\n".join(f"## {ANALYST_TITLES[a]} report\n{body(s.reports[a])}"
+    return "\n\n".join(f"## {ANALYST_TITLES[a]} report\n{_cut(s.reports[a], level)}"
                        for a in s.config.analysts if a in s.reports)
 
 
@@ -153,25 +156,28 @@ def user_message(role: str, s: RunState, level: Condensing = WHOLE) -> str:
         other = next(r for r in DEBATE_ORDER if r != role)
         body = (f"{ctx}\n\n{_reports(s, level)}\n\n## Debate so far\n"
                 f"{_history(s.debate, level)}\n\n"
-                f"## The {other}'s last argument\n{_latest(s.debate, other)}\n\n{GROUNDING}\n\n"
+                f"## The {other}'s last argument\n{_cut(_latest(s.debate, other), level)}\n\n"
+                f"{GROUNDING}\n\n"
                 f"Make your next argument as the {role}.")
     elif role == "research_manager":
         body = (f"{ctx}\n\n## Debate\n{_history(s.debate, level)}\n\n{GROUNDING}\n\n"
                 f"Judge the debate and issue the investment plan. {RATING_LINE}")
     elif role == "trader":
-        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n{GROUNDING}\n\n"
+        body = (f"{ctx}\n\n## Investment plan\n{_cut(s.plan.render(), level)}\n\n{GROUNDING}\n\n"
                 "Propose the trade. End with 'FINAL TRANSACTION PROPOSAL: **BUY|HOLD|SELL**'.")
     elif stage == "risk":
         others = [r for r in RISK_ORDER if r != role]
-        latest = "\n\n".join(f"## Latest from the {o} analyst\n{_latest(s.risk, o)}" for o in others)
-        body = (f"{ctx}\n\n## Trader's proposal\n{s.proposal.render()}\n\n"
+        latest = "\n\n".join(f"## Latest from the {o} analyst\n{_cut(_latest(s.risk, o), level)}"
+                               for o in others)
+        body = (f"{ctx}\n\n## Trader's proposal\n{_cut(s.proposal.render(), level)}\n\n"
                 f"{_reports(s, level)}\n\n## Risk debate so far\n{_history(s.risk, level)}"
                 f"\n\n{latest}\n\n{GROUNDING}\n\n"
                 f"Make your next argument as the {role} risk analyst.")
     elif role == "portfolio_manager":
         past = s.past_context or "(no resolved past decisions are available)"
-        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n## Trader's proposal\n"
-                f"{s.proposal.render()}\n\n## Risk debate\n{_history(s.risk, level)}\n\n"
+        body = (f"{ctx}\n\n## Investment plan\n{_cut(s.plan.render(), level)}\n\n"
+                f"## Trader's proposal\n{_cut(s.proposal.render(), level)}\n\n"
+                f"## Risk debate\n{_history(s.risk, level)}\n\n"
                 f"## Lessons from past decisions\n{past}\n\n{GROUNDING}\n\n"
                 f"Issue the final decision. {RATING_LINE}")
     else:

@@ -3,8 +3,8 @@
 Pure functions, no I/O. A role builds its messages for a ``Condensing`` level; ``fit`` walks
 ``LADDER`` from "nothing cut" to "everything cut that may be cut" and returns the first
 level whose messages fit the budget. What may be cut, in order: tool results keep only their
-newest rows; the oldest debate turns become their first sentence; analyst reports are cut to
-their first sentences. The verified snapshot and the task are never cut. The level is
+newest rows; the oldest debate turns become their first sentence; analyst reports, the
+investment plan and the trade proposal are cut to their first sentences. The verified snapshot and the task are never cut. The level is
 recorded on the call event (``condensed``), so the audit shows what the model did not see.
 
 Tokens are estimated, not counted: ``CHARS_PER_TOKEN`` is 3.0 characters per token, lower
@@ -86,7 +86,9 @@ class Condensing:
     """How much of a prompt to cut. None: nothing of that kind is cut."""
     tool_rows: int | None = None  # tool results keep their newest N data rows
     whole_speeches: int | None = None  # the newest N debate turns stay whole; older: 1 sentence
-    report_chars: int | None = None  # analyst reports keep their first sentences up to N chars
+    #: analyst reports, the investment plan, the trade proposal and the latest arguments
+    #: answered keep their first sentences up to N characters
+    report_chars: int | None = None
 
     def describe(self) -> list[str]:
         """What this level cuts, for the call event."""
@@ -97,7 +99,8 @@ class Condensing:
             cuts.append(f"debate turns before the newest {self.whole_speeches} to their "
                         "first sentence")
         if self.report_chars is not None:
-            cuts.append(f"analyst reports to their first {self.report_chars} characters")
+            cuts.append(f"analyst reports, the plan, the proposal and the latest arguments "
+                        f"to their first {self.report_chars} characters")
         return cuts
 
 

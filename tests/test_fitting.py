@@ -83,8 +83,10 @@ def test_condensing_keeps_the_snapshot_and_cuts_oldest_turns_first():
     sent = fitted.messages[1].content
     assert SNAPSHOT.render() in sent and SNAPSHOT.render() in whole  # never cut
     assert sent.endswith("Make your next argument as the bull.")  # the task is never cut
-    # the oldest turn became its first sentence; the newest stays whole
-    assert "Turn 0 claim. […]" in sent and f"Turn 5 claim. {LONG}" in sent
+    # the oldest turn became its first sentence; the newest keeps at least its first
+    assert "Turn 0 claim. […]" in sent and "Turn 5 claim." in sent
+    mild = prompts.user_message("bull", s, Condensing(whole_speeches=1))
+    assert "Turn 0 claim. […]" in mild and f"Turn 5 claim. {LONG}" in mild  # newest whole
     assert fitted.level.describe()  # what was cut, for the event
     # deterministic: the same state and budget give the same prompt
     again = fit(build, budget=budget)
@@ -109,3 +111,36 @@ def test_tool_results_keep_their_newest_rows():
         [("get_indicators", {"indicator": "rsi"}, ToolResult(status="ok", text=rows))],
         Condensing(tool_rows=2))
     assert "2024-05-30: 80" in block and "2024-05-01: 51" not in block
+
+
+def test_the_portfolio_managers_prompt_cuts_plan_proposal_and_risk_debate():
+    """The deciding roles read the plan and the proposal whole; under a small window they
+    keep their first sentences (a real run at 2,048 tokens needs it), the snapshot stays."""
+    from events.decisions import ResearchPlan, TradeProposal
+    s = state(speeches=2)
+    events = [
+        d.TurnAssigned(turn_id="t-rm", role="research_manager", round=1),
+        d.InvestmentPlanIssued(turn_id="t-rm", output_mode="structured", plan=ResearchPlan(
+            recommendation="Buy", rationale=f"Plan first sentence. {LONG}",
+            strategic_actions=LONG)),
+        d.TurnAssigned(turn_id="t-tr", role="trader", round=1),
+        d.TradeProposed(turn_id="t-tr", output_mode="structured", proposal=TradeProposal(
+            action="Buy", reasoning=f"Proposal first sentence. {LONG}"))]
+    for i, role in enumerate(("aggressive", "conservative", "neutral")):
+        events += [d.TurnAssigned(turn_id=f"t-risk-{i}", role=role, round=1),
+                   d.RiskArgumentMade(turn_id=f"t-risk-{i}", speaker=role, round=1,
+                                      argument=f"Risk turn {i}. {LONG}")]
+    s = project(events, s)
+
+    def build(level: Condensing) -> list[Message]:
+        return [Message(role="system", content=prompts.SYSTEM["portfolio_manager"]),
+                Message(role="user", content=prompts.user_message("portfolio_manager", s,
+                                                                  level))]
+
+    whole = estimate_tokens(build(LADDER[0]))
+    fitted = fit(build, budget=whole // 4)
+    assert fitted is not None and fitted.level.report_chars is not None
+    sent = fitted.messages[1].content
+    assert SNAPSHOT.render() in sent and sent.rstrip().endswith(prompts.RATING_LINE)
+    assert "Plan first sentence." in sent and LONG not in sent
+    assert "the plan, the proposal" in " ".join(fitted.level.describe())
