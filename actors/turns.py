@@ -153,6 +153,7 @@ class RoleTurn:
             condensed: list[str] = []
             request = llm_request(config, self.role, build(prompts.WHOLE), tools, schema,
                                   run_id=self.run.run_id, window=window)
+            sent = False
             try:
                 if budget is not None:
                     fitted = fit(build, budget=budget, tools=tools)
@@ -163,6 +164,7 @@ class RoleTurn:
                             "with a larger context or --context-window", "context")
                     condensed = fitted.level.describe()
                     request = request.model_copy(update={"messages": fitted.messages})
+                sent = True
                 reply: LLMReply = await self.llm.complete(request)
                 break
             except LLMError as exc:
@@ -174,7 +176,7 @@ class RoleTurn:
                     model=request.model, error=message, attempts=attempts),
                     f"{self.turn.turn_id}:llm-failed:{index}:{len(attempts)}:{len(failures)}")
                 failures.append(message)
-                if (getattr(cause, "kind", None) == "context" and budget is not None
+                if (sent and getattr(cause, "kind", None) == "context" and budget is not None
                         and len(failures) == 1):
                     budget = int(budget * REFIT_SHARE)  # the server counted more: cut more
                     continue

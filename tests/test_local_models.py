@@ -306,3 +306,32 @@ def test_local_model_options_from_flags_and_variables(monkeypatch):
         with pytest.raises(InvalidInput) as info:
             config(**options)
         assert flag in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_context_exceeded_reply_is_fitted_again_not_resent(cli, fake_openai, ohlcv_dir,
+                                                             store_path, monkeypatch):
+    """The server counts more tokens than the estimate: its "context exceeded" reply is
+    recorded, and the prompt is fitted again to 60% of the budget before it is sent again
+    (never the same request twice)."""
+    import json
+
+    from events.duckdb_store import DuckDBEventStore
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake_openai.props = PROPS
+    fake_openai.push(error(400, "request (2510 tokens) exceeds the available context size "
+                                "(2048 tokens), try increasing it"))
+    result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
+                 "--analysts", "market", "--quick-model", MODEL, "--deep-model", MODEL,
+                 "--base-url", fake_openai.url, "--context-window", "2048",
+                 "--store", store_path, "--json")
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads(result.stdout)
+    with DuckDBEventStore(store_path, read_only=True) as store:
+        events = store.read_stream(row["run_id"])
+    (failed,) = [e.payload for e in events if e.type == "LLMCallFailed"]
+    assert failed.role == "market" and failed.error.startswith("context:")
+    market = [e.payload for e in events if e.type == "LLMCallCompleted"
+              and e.payload.role == "market"]
+    assert len(market) == 1 and market[0].condensed  # fitted to the smaller budget
+    first, second = fake_openai.requests[:2]
+    assert first["messages"] != second["messages"]
