@@ -21,7 +21,7 @@ from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
 from projections.schedule import Turn
 from providers.base import LLMError, LLMReply, LLMRequest, provider_of
 from providers.endpoints import ModelProfile
-from providers.fitting import Condensing, fit, reply_reserve, trim_tool_messages
+from providers.fitting import WIRE_TOKENS, Condensing, fit, reply_reserve, trim_tool_messages
 from providers.structured import from_freetext
 
 if TYPE_CHECKING:
@@ -56,10 +56,11 @@ def model_of(config: Any, role: str) -> str:
 
 def llm_request(config: Any, role: str, messages: list[Message], tools: list,
                 schema: str | None, *, run_id: str | None = None,
-                window: int | None = None) -> LLMRequest:
+                profile: ModelProfile | None = None) -> LLMRequest:
     """The request of one call; with a known context ``window`` the reply gets its reserve
     as max_tokens and the gateway checks the prompt against the rest."""
     deep = role in DEEP_ROLES
+    window = profile.context_window if profile else None
     return LLMRequest(model=model_of(config, role),
                       messages=messages, tools=tools, output_schema=schema, role=role,
                       tier="deep" if deep else "quick", base_url=config.base_url,
@@ -69,7 +70,8 @@ def llm_request(config: Any, role: str, messages: list[Message], tools: list,
                       output_language=config.output_language,
                       offline_latency_s=config.offline_latency_s, run_id=run_id,
                       max_output_tokens=reply_reserve(window) if window else None,
-                      context_window=window, concurrency=config.llm_concurrency)
+                      context_window=window, concurrency=config.llm_concurrency,
+                      chars_per_token=(profile or UNKNOWN_PROFILE).chars_per_token)
 
 
 def completed_call(turn_id: str, role: str, index: int, request: LLMRequest,
@@ -134,12 +136,12 @@ class RoleTurn:
 
     async def call_model(self, index: int, messages: list[Message] | Build, tools: list,
                          schema: str | None = None, final: bool = False,
-                         window: int | None = None) -> d.LLMCallCompleted:
+                         profile: ModelProfile | None = None) -> d.LLMCallCompleted:
         """Model call ``index`` of this turn: replayed if recorded, else made and recorded
         (a ``final`` call is left in ``unrecorded``, to go with the turn's output).
 
-        ``messages`` may be a builder: with a known context ``window`` the prompt is
-        condensed to fit (what was cut goes on the event); one that cannot fit is never
+        ``messages`` may be a builder: with a known context window (``profile``) the prompt
+        is condensed to fit (what was cut goes on the event); one that cannot fit is never
         sent, and the call fails as "context"."""
         done = self._recorded(d.LLMCallCompleted, call_index=index)
         if done is not None:
@@ -147,20 +149,23 @@ class RoleTurn:
         self._may_proceed()
         build: Build = messages if callable(messages) else (lambda _level: list(messages))
         config = self.start.config
-        budget = window - reply_reserve(window) if window else None
+        profile = profile or UNKNOWN_PROFILE
+        window = profile.context_window
+        budget = window - reply_reserve(window) - WIRE_TOKENS if window else None
         failures: list = []
         while True:
             condensed: list[str] = []
             request = llm_request(config, self.role, build(prompts.WHOLE), tools, schema,
-                                  run_id=self.run.run_id, window=window)
+                                  run_id=self.run.run_id, profile=profile)
             sent = False
             try:
                 if budget is not None:
-                    fitted = fit(build, budget=budget, tools=tools)
+                    fitted = fit(build, budget=budget, tools=tools,
+                                 chars_per_token=profile.chars_per_token)
                     if fitted is None:
                         raise LLMError(
                             f"{request.model}: the {self.role} prompt does not fit the "
-                            f"{window:,}-token context window even condensed; use a model "
+                            f"{window or 0:,}-token context window even condensed; use a model "
                             "with a larger context or --context-window", "context")
                     condensed = fitted.level.describe()
                     request = request.model_copy(update={"messages": fitted.messages})
@@ -247,8 +252,7 @@ class RoleTurn:
                 return await self._analyst_without_tools(system, profile)
             return await self._analyst(build(prompts.WHOLE), profile)
         schema = SCHEMA_OF_ROLE.get(self.role)
-        call = await self.call_model(0, build, [], schema, final=True,
-                                     window=profile.context_window)
+        call = await self.call_model(0, build, [], schema, final=True, profile=profile)
         return self._output(call, schema)
 
     async def _analyst_without_tools(self, system: Message,
@@ -269,7 +273,7 @@ class RoleTurn:
             return [system, Message(role="user", content=(
                 f"{task}\n\n{prompts.tool_results_block(gathered, level)}"))]
 
-        call = await self.call_model(1, build, [], final=True, window=profile.context_window)
+        call = await self.call_model(1, build, [], final=True, profile=profile)
         text = call.response_text.strip() or "(the model returned an empty report)"
         return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
                                         report=text)
@@ -288,7 +292,7 @@ class RoleTurn:
                 return trim_tool_messages(sent, level)
 
             call = await self.call_model(index, build, [] if capped else tools, final=True,
-                                         window=profile.context_window)
+                                         profile=profile)
             messages = messages + [Message(role="assistant", content=call.response_text,
                                            tool_calls=call.tool_calls)]
             if not call.tool_calls or capped:

@@ -49,6 +49,7 @@ class LLMRequest(BaseModel):
     #: the prompt budget the caller fitted the messages to; the gateway refuses to send a
     #: request whose estimate exceeds it (a prompt the server would have to reject)
     context_window: int | None = None
+    chars_per_token: float = 3.0  # the ratio the caller estimated the prompt with
     concurrency: int | None = None  # calls in flight on this endpoint (--llm-concurrency)
 
     @property

@@ -63,6 +63,8 @@ class ServerFacts:
     models: tuple[str, ...] | None = None  # the names /v1/models lists
     tools: bool | None = None  # whether its chat template can call tools
     source: str = "none"
+    #: characters per token of its tokenizer on CALIBRATION (llama.cpp ``/tokenize``)
+    chars_per_token: float | None = None
 
 
 def _get(url: str, body: dict | None = None) -> Any:
@@ -115,6 +117,21 @@ def read_model_list(listing: Any) -> tuple[str, ...] | None:
     return tuple(n for n in names if isinstance(n, str) and n) or None
 
 
+#: A sample of what prompts here hold (a price table, indicator lines, prose), tokenized by
+#: the server to measure its tokenizer: small models often spend a token per digit.
+CALIBRATION = (
+    "date,open,high,low,close,volume\n2024-06-13,440.8500,443.3900,439.3700,441.5800,15954400\n"
+    "2024-06-14,438.2800,443.1400,436.7200,442.5700,13582000\nrsi: 61.2473\nmacdh: -0.8127\n"
+    "close_50_sma: 425.0964\nThe trend is intact: the close is above its 50-day average, "
+    "momentum is cooling and volume confirms neither side. Rating: Overweight.")
+
+
+def read_tokenize(tokens: Any, text: str = CALIBRATION) -> float | None:
+    """Characters per token from a llama.cpp ``/tokenize`` body for ``text``."""
+    rows = tokens.get("tokens") if isinstance(tokens, dict) else None
+    return round(len(text) / len(rows), 3) if isinstance(rows, list) and rows else None
+
+
 def probe(model: str, base_url: str) -> ServerFacts:
     """Ask the server at ``base_url`` about itself (blocking; call it in a thread)."""
     root = server_root(base_url)
@@ -125,8 +142,10 @@ def probe(model: str, base_url: str) -> ServerFacts:
         shown = read_ollama_show(_try(f"{root}/api/show", {"model": name}))
         if shown.context_window is not None:
             facts = shown
+    ratio = read_tokenize(_try(f"{root}/tokenize", {"content": CALIBRATION}))
     return ServerFacts(slots=facts.slots, context_window=facts.context_window,
-                       models=models, tools=facts.tools, source=facts.source)
+                       models=models, tools=facts.tools, source=facts.source,
+                       chars_per_token=ratio)
 
 
 @dataclass(frozen=True)
@@ -138,3 +157,6 @@ class ModelProfile:
     tools_source: str
     concurrency: int
     local: bool
+    #: characters per token to estimate prompts with: the server's tokenizer as measured
+    #: (``/tokenize``, and the prompt tokens of earlier replies), never above the default
+    chars_per_token: float = 3.0

@@ -9,8 +9,11 @@ recorded on the call event (``condensed``), so the audit shows what the model di
 
 Tokens are estimated, not counted: ``CHARS_PER_TOKEN`` is 3.0 characters per token, lower
 than English prose (about 4) because prompts here are dense with numbers and dates, which
-tokenize worse; a few tokens per message cover the chat template. Being conservative costs
-some context; being optimistic would send a prompt the server must reject.
+tokenize worse; a few tokens per message cover the chat template. A server whose tokenizer
+can be measured gets its own ratio (llama.cpp's ``/tokenize`` of a sample, and the prompt
+tokens of earlier replies; small models that spend a token per digit come out near 1.5).
+Being conservative costs some context; being optimistic would send a prompt the server
+must reject.
 """
 from __future__ import annotations
 
@@ -26,13 +29,20 @@ CHARS_PER_TOKEN = 3.0
 TOKENS_PER_MESSAGE = 8
 
 
-def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
-    """A conservative token count of a prompt: its characters over ``CHARS_PER_TOKEN``."""
+#: Tokens the gateway adds to a prompt beyond its messages: the language instruction and a
+#: structure hint join the system message, and the chat template wraps every message.
+WIRE_TOKENS = 200
+
+
+def estimate_tokens(messages: Sequence[Message], tools: Sequence[ToolSpec] = (), *,
+                    chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    """A conservative token count of a prompt: its characters over ``chars_per_token``
+    (``CHARS_PER_TOKEN`` unless the server's tokenizer was measured)."""
     chars = sum(len(m.content) + sum(len(json.dumps(c.arguments)) + len(c.name)
                                      for c in m.tool_calls) for m in messages)
     chars += sum(len(t.name) + len(t.description) + len(json.dumps(t.parameters))
                  for t in tools)
-    return math.ceil(chars / CHARS_PER_TOKEN) + TOKENS_PER_MESSAGE * len(messages)
+    return math.ceil(chars / chars_per_token) + TOKENS_PER_MESSAGE * len(messages)
 
 
 def reply_reserve(window: int) -> int:
@@ -133,12 +143,13 @@ class Fitted:
 
 
 def fit(build: Callable[[Condensing], list[Message]], *, budget: int,
-        tools: Sequence[ToolSpec] = ()) -> Fitted | None:
+        tools: Sequence[ToolSpec] = (), chars_per_token: float = CHARS_PER_TOKEN
+        ) -> Fitted | None:
     """The first level of ``LADDER`` whose messages (``build(level)``) fit ``budget``
     tokens; None when even the last does not (the caller must not send it)."""
     for level in LADDER:
         messages = build(level)
-        tokens = estimate_tokens(messages, tools)
+        tokens = estimate_tokens(messages, tools, chars_per_token=chars_per_token)
         if tokens <= budget:
             return Fitted(messages, level, tokens)
     return None

@@ -36,7 +36,7 @@ from providers.capabilities import resolve
 from providers.credentials import require_key
 from providers.endpoints import (DEFAULT_TIMEOUT_S, ModelProfile, ServerFacts, endpoint_of,
                                  is_local, probe)
-from providers.fitting import estimate_tokens
+from providers.fitting import CHARS_PER_TOKEN, estimate_tokens
 from providers.limiter import Limiter
 
 log = structlog.get_logger("providers.gateway")
@@ -48,6 +48,8 @@ DEFAULT_CONCURRENCY: dict[str, int] = {"offline": 256, "ollama": 2, "ollama_chat
                                        "lm_studio": 2, "llamafile": 1, "*": 8}
 LOCAL_CONCURRENCY = 1
 NOTHING_SAID_TTL_S = 60.0
+#: A tokenizer measured on one sample is trusted to 90% on other text.
+CALIBRATION_MARGIN = 0.9
 MAX_BACKOFF_S = 60.0
 
 
@@ -77,6 +79,8 @@ class LLMGateway:
         self._facts: dict[str, tuple[ServerFacts, float]] = {}
         self._probing: dict[str, asyncio.Task] = {}
         self._streams: dict[int, _Stream] = {}  # calls streaming now (live progress)
+        #: the lowest characters per prompt token seen in replies, per endpoint
+        self._learned_ratio: dict[str, float] = {}
         self._next_stream = 0
 
     def warm_up(self) -> None:
@@ -155,8 +159,22 @@ class LLMGateway:
         request = LLMRequest(model=model, base_url=base_url, messages=[], role="profile",
                              concurrency=concurrency)
         limit = await self._limit_for(request) if provider_of(model) else 1
+        ratios = [CHARS_PER_TOKEN, self._learned_ratio.get(endpoint_of(model, base_url),
+                                                           CHARS_PER_TOKEN)]
+        if found.chars_per_token:
+            ratios.append(found.chars_per_token * CALIBRATION_MARGIN)
         return ModelProfile(context_window=window, context_source=window_source, tools=tools,
-                            tools_source=tools_source, concurrency=limit, local=local)
+                            tools_source=tools_source, concurrency=limit, local=local,
+                            chars_per_token=round(min(ratios), 3))
+
+    def _learn_ratio(self, request: LLMRequest, input_tokens: int) -> None:
+        """Characters per prompt token as the server counted them (the gateway's own
+        additions and the chat template make this a little low: on the safe side)."""
+        chars = sum(len(m.content) for m in request.messages)
+        if input_tokens > 0 and chars > 0:
+            key = endpoint_of(request.model, request.base_url)
+            seen = chars / input_tokens
+            self._learned_ratio[key] = min(seen, self._learned_ratio.get(key, seen))
 
     # ---- live streams --------------------------------------------------------------------
     def streams(self) -> list[dict]:
@@ -246,6 +264,7 @@ class LLMGateway:
                 first_chunk_ms=None if raw.first_chunk_ms is None
                 else round(raw.first_chunk_ms, 1))
             self._account(request.model, provider, reply=reply)
+            self._learn_ratio(request, raw.input_tokens)
             return reply
         raise AssertionError("unreachable: the loop returns or raises")
 
@@ -255,7 +274,9 @@ class LLMGateway:
         ``context_window``; a request still over it is refused here, unsent."""
         if not request.context_window:
             return
-        need = estimate_tokens(request.messages, request.tools) + (request.max_output_tokens or 0)
+        need = estimate_tokens(request.messages, request.tools,
+                               chars_per_token=request.chars_per_token) + (
+                                   request.max_output_tokens or 0)
         if need > request.context_window:
             raise LLMError(f"{request.model}: {request.role}'s prompt needs about {need:,} "
                            f"tokens with its reply, over the {request.context_window:,}-token "

@@ -18,8 +18,9 @@ do, as server-sent events (``data: {chat.completion.chunk}`` lines, a usage chun
 ``stream_options.include_usage`` asks for it, then ``data: [DONE]``).
 
 Server facts: ``server.props`` (a llama.cpp ``/props`` body) and ``server.models`` (names for
-``/v1/models``) are served on GET when set; otherwise those paths are 404, as on a server
-that does not have them.
+``/v1/models``) are served on GET when set, and ``server.chars_per_token`` answers llama.cpp's
+``POST /tokenize`` with that many tokens; otherwise those paths are 404, as on a server that
+does not have them.
 """
 from __future__ import annotations
 
@@ -142,6 +143,7 @@ class FakeOpenAIServer:
         self.headers: list[dict[str, str]] = []  # lower-case names
         self.props: dict | None = None  # GET /props (llama.cpp), when set
         self.models: list[str] | None = None  # GET /v1/models, when set
+        self.chars_per_token: float | None = None  # POST /tokenize (llama.cpp), when set
         self.active = 0  # requests being handled right now
         self.peak_active = 0  # the most handled at once (checks client-side concurrency caps)
         self._lock = threading.Lock()
@@ -255,6 +257,11 @@ class FakeOpenAIServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
+                if self.path.split("?")[0] == "/tokenize" and server.chars_per_token:
+                    content = str(json.loads(raw or b"{}").get("content") or "")
+                    count = max(1, round(len(content) / server.chars_per_token))
+                    self._send(200, {"tokens": list(range(count))})
+                    return
                 if self.path.split("?")[0] not in _PATHS:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return

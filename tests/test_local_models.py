@@ -177,6 +177,12 @@ def test_the_window_and_tool_calling_come_from_server_table_and_flag(fake_openai
     fake_openai.props = dict(PROPS, chat_template_caps={"supports_tools": False})
     other = run(LLMGateway().profile("openai/some-local-model", fake_openai.url))
     assert other.tools is False and other.tools_source == "llama.cpp /props"
+    # the server's tokenizer, measured on a sample (/tokenize): 1.5 chars a token, trusted
+    # to 90%; without /tokenize the default 3 characters a token
+    assert other.chars_per_token == 3.0
+    fake_openai.chars_per_token = 1.5
+    measured = run(LLMGateway().profile("openai/some-local-model", fake_openai.url))
+    assert measured.chars_per_token == pytest.approx(1.35, abs=0.02)
     hosted = run(LLMGateway().profile("openai/gpt-4.1-mini"))
     assert hosted.context_window == 1_047_576 and hosted.tools and not hosted.local
 
@@ -210,7 +216,7 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
                                                  monkeypatch):
     """SmolLM2's capability row says it cannot call tools: each analyst's default tools are
     called by the role (one ToolCallCompleted each), the report is written in one call, and
-    with a 1,400-token window prompts are condensed to fit and say what was cut."""
+    with a 1,600-token window prompts are condensed to fit and say what was cut."""
     import json
 
     from events.duckdb_store import DuckDBEventStore
@@ -219,7 +225,7 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     fake_openai.props = PROPS
     result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
                  "--analysts", "market,news", "--quick-model", MODEL, "--deep-model", MODEL,
-                 "--base-url", fake_openai.url, "--context-window", "1400",
+                 "--base-url", fake_openai.url, "--context-window", "1600",
                  "--store", store_path, "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
@@ -244,7 +250,8 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     assert all(c.stream_chunks and c.queued_ms is not None for c in calls)
     assert max(c.queued_ms for c in analyst_calls) > 0  # the two analysts shared one slot
     condensed = [c for c in calls if c.condensed]
-    assert [c.role for c in condensed] == ["market"]  # the one prompt over 1,400 - 256
+    # the one prompt over 1,600 less the reply's 256 and 200 for the wire
+    assert [c.role for c in condensed] == ["market"]
     assert "tool results to their newest" in condensed[0].condensed[0]
     assert "older rows cut to fit" in condensed[0].messages[-1].content
     assert all(b["max_tokens"] == 256 for b in fake_openai.requests)
@@ -322,7 +329,7 @@ def test_a_context_exceeded_reply_is_fitted_again_not_resent(cli, fake_openai, o
                                 "(2048 tokens), try increasing it"))
     result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
                  "--analysts", "market", "--quick-model", MODEL, "--deep-model", MODEL,
-                 "--base-url", fake_openai.url, "--context-window", "2048",
+                 "--base-url", fake_openai.url, "--context-window", "2400",
                  "--store", store_path, "--json")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
