@@ -23,9 +23,7 @@ ENV = {"store": "TA_ACTORS_STORE", "quick_model": "TA_ACTORS_QUICK_MODEL",
        "deep_model": "TA_ACTORS_DEEP_MODEL", "base_url": "TA_ACTORS_BASE_URL",
        "vendor": "TA_ACTORS_VENDOR", "vendors": "TA_ACTORS_VENDORS",
        "data_dir": "TA_ACTORS_DATA_DIR", "language": "TA_ACTORS_OUTPUT_LANGUAGE",
-       "max_tickers": "TA_ACTORS_MAX_TICKERS", "llm_concurrency": "TA_ACTORS_LLM_CONCURRENCY",
-       "llm_idle_timeout_s": "TA_ACTORS_LLM_IDLE_TIMEOUT", "llm_timeout_s": "TA_ACTORS_LLM_TIMEOUT",
-       "context_window": "TA_ACTORS_CONTEXT_WINDOW"}
+       "max_tickers": "TA_ACTORS_MAX_TICKERS"}
 #: Bounds of a --tickers-file: it is read no further than this.
 TICKERS_FILE_MAX_BYTES = 1_000_000
 TICKERS_FILE_MAX_LINES = 20_000
@@ -34,11 +32,7 @@ FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
          "max_tool_calls": "--max-tool-calls", "token_budget": "--token-budget",
          "cost_budget_usd": "--cost-budget", "output_language": "--language",
          "holding_days": "--holding-days", "benchmark": "--benchmark",
-         "offline_latency_s": "--latency", "trade_date": "--date",
-         "llm_concurrency": "--llm-concurrency", "llm_idle_timeout_s": "--llm-idle-timeout",
-         "llm_timeout_s": "--llm-timeout", "context_window": "--context-window"}
-#: RunConfig fields of the local-model options, defaulted from their variables.
-LLM_OPTIONS = ("llm_concurrency", "llm_idle_timeout_s", "llm_timeout_s", "context_window")
+         "offline_latency_s": "--latency", "trade_date": "--date"}
 
 
 def default_store() -> Path:
@@ -136,6 +130,16 @@ def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, 
     return chains
 
 
+#: The local-model options (issue 11): RunConfig field -> (variable, flag).
+LLM_OPTIONS: dict[str, tuple[str, str]] = {
+    "llm_concurrency": ("TA_ACTORS_LLM_CONCURRENCY", "--llm-concurrency"),
+    "llm_idle_timeout_s": ("TA_ACTORS_LLM_IDLE_TIMEOUT", "--llm-idle-timeout"),
+    "llm_timeout_s": ("TA_ACTORS_LLM_TIMEOUT", "--llm-timeout"),
+    "context_window": ("TA_ACTORS_CONTEXT_WINDOW", "--context-window")}
+ENV.update({name: variable for name, (variable, _) in LLM_OPTIONS.items()})
+FLAGS.update({name: flag for name, (_, flag) in LLM_OPTIONS.items()})
+
+
 def _repeated(symbols: list[str], shown: int = 5) -> list[str]:
     seen: set[str] = set()
     repeated: dict[str, None] = {}
@@ -174,14 +178,14 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
         chains.update(parse_vendor_chains(per_category, data_dir))
     extra = {k: v for k, v in extra.items() if v is not None}
     extra.setdefault("output_language", setting(ENV["language"]))
-    for name in LLM_OPTIONS:
-        if name not in extra and setting(ENV[name]) is not None:
-            extra[name] = setting(ENV[name])
     fields: dict[str, Any] = dict(
         analysts=parse_analysts(analysts), debate_rounds=debate_rounds,
         risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
         base_url=base_url or setting(ENV["base_url"]), vendors=chains,
         data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None, **extra)
+    for name, (variable, _flag) in LLM_OPTIONS.items():  # local models: flag, else variable
+        if fields.get(name) is None and setting(variable) is not None:
+            fields[name] = setting(variable)
     try:
         return [RunConfig(ticker=s, trade_date=trade_date, **fields) for s in symbols]
     except ValidationError as exc:

@@ -70,12 +70,13 @@ def run(
                              quick_model, deep_model, base_url, vendor, data_dir,
                              vendors=vendors, max_tickers=max_tickers,
                              max_tool_calls=max_tool_calls,
+                             llm_concurrency=llm_concurrency,
+                             llm_idle_timeout_s=llm_idle_timeout, llm_timeout_s=llm_timeout,
+                             context_window=context_window,
                              token_budget=token_budget, cost_budget_usd=cost_budget,
                              output_language=language,
                              benchmark=benchmark, holding_days=holding_days,
-                             offline_latency_s=latency, llm_concurrency=llm_concurrency,
-                             llm_idle_timeout_s=llm_idle_timeout, llm_timeout_s=llm_timeout,
-                             context_window=context_window) for day in days]
+                             offline_latency_s=latency) for day in days]
     _check_keys(batches[0][0])
     from events import domain as d
     from events.envelope import NewEvent
