@@ -53,6 +53,12 @@ class StorePort(Protocol):
 class LLMPort(Protocol):
     async def complete(self, request: Any) -> Any: ...
 
+    async def profile(self, model: str, base_url: str | None = None, *,
+                      context_window: int | None = None,
+                      concurrency: int | None = None) -> Any:
+        """A model's context window and tool calling (providers.endpoints.ModelProfile)."""
+        ...
+
 
 class MarketPort(Protocol):
     async def identity(self, config: Any) -> Instrument: ...

@@ -5,10 +5,15 @@ snapshot) so that every role works from the same exact numbers.
 """
 from __future__ import annotations
 
+from events.records import ToolResult
 from events.roles import DEBATE_ORDER, RISK_ORDER, ROLES
 from projections.grounding import flagged_note
 from projections.reports import ANALYST_TITLES, SPEAKER_TITLES
 from projections.run_state import RunState, Speech
+from providers.fitting import Condensing, first_sentence, first_sentences, trim_rows
+
+#: Nothing cut: the prompt as written.
+WHOLE = Condensing()
 
 GROUNDING = (
     "Ground rules: use only numbers that appear in the verified snapshot, in tool results or in "
@@ -101,16 +106,28 @@ def context_block(s: RunState) -> str:
     return "\n".join(lines)
 
 
-def _reports(s: RunState) -> str:
-    return "\n\n".join(f"## {ANALYST_TITLES[a]} report\n{s.reports[a].strip()}"
+def _cut(text: str, level: Condensing) -> str:
+    """A report, plan or proposal: whole, or its first sentences under condensing."""
+    text = text.strip()
+    return first_sentences(text, level.report_chars) if level.report_chars else text
+
+
+def _reports(s: RunState, level: Condensing = WHOLE) -> str:
+    return "\n\n".join(f"## {ANALYST_TITLES[a]} report\n{_cut(s.reports[a], level)}"
                        for a in s.config.analysts if a in s.reports)
 
 
-def _history(speeches: tuple[Speech, ...]) -> str:
+def _history(speeches: tuple[Speech, ...], level: Condensing = WHOLE) -> str:
+    """The debate so far; under condensing, turns older than the newest
+    ``level.whole_speeches`` become their first sentence."""
     if not speeches:
         return "(no arguments yet)"
-    return "\n\n".join(f"{SPEAKER_TITLES[sp.speaker]} (round {sp.round}): {sp.text.strip()}"
-                       for sp in speeches)
+    whole_from = (len(speeches) - level.whole_speeches if level.whole_speeches is not None
+                  else 0)
+    return "\n\n".join(
+        f"{SPEAKER_TITLES[sp.speaker]} (round {sp.round}): "
+        f"{sp.text.strip() if i >= whole_from else first_sentence(sp.text)}"
+        for i, sp in enumerate(speeches))
 
 
 def _latest(speeches: tuple[Speech, ...], speaker: str) -> str:
@@ -128,8 +145,9 @@ def _language(s: RunState) -> str:
             "Sell) and ticker symbols in English.")
 
 
-def user_message(role: str, s: RunState) -> str:
-    """The first user message of a turn: context + what this role needs to see."""
+def user_message(role: str, s: RunState, level: Condensing = WHOLE) -> str:
+    """The first user message of a turn: context + what this role needs to see, condensed
+    to ``level`` when the model's context window is small (the context block never is)."""
     ctx = context_block(s)
     stage = ROLES[role].stage if role in ROLES else None
     if stage == "analyst":
@@ -137,25 +155,30 @@ def user_message(role: str, s: RunState) -> str:
         body = f"{ctx}\n\n{GROUNDING}\n\n{task}"
     elif stage == "debate":
         other = next(r for r in DEBATE_ORDER if r != role)
-        body = (f"{ctx}\n\n{_reports(s)}\n\n## Debate so far\n{_history(s.debate)}\n\n"
-                f"## The {other}'s last argument\n{_latest(s.debate, other)}\n\n{GROUNDING}\n\n"
+        body = (f"{ctx}\n\n{_reports(s, level)}\n\n## Debate so far\n"
+                f"{_history(s.debate, level)}\n\n"
+                f"## The {other}'s last argument\n{_cut(_latest(s.debate, other), level)}\n\n"
+                f"{GROUNDING}\n\n"
                 f"Make your next argument as the {role}.")
     elif role == "research_manager":
-        body = (f"{ctx}\n\n## Debate\n{_history(s.debate)}\n\n{GROUNDING}\n\n"
+        body = (f"{ctx}\n\n## Debate\n{_history(s.debate, level)}\n\n{GROUNDING}\n\n"
                 f"Judge the debate and issue the investment plan. {RATING_LINE}")
     elif role == "trader":
-        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n{GROUNDING}\n\n"
+        body = (f"{ctx}\n\n## Investment plan\n{_cut(s.plan.render(), level)}\n\n{GROUNDING}\n\n"
                 "Propose the trade. End with 'FINAL TRANSACTION PROPOSAL: **BUY|HOLD|SELL**'.")
     elif stage == "risk":
         others = [r for r in RISK_ORDER if r != role]
-        latest = "\n\n".join(f"## Latest from the {o} analyst\n{_latest(s.risk, o)}" for o in others)
-        body = (f"{ctx}\n\n## Trader's proposal\n{s.proposal.render()}\n\n{_reports(s)}\n\n"
-                f"## Risk debate so far\n{_history(s.risk)}\n\n{latest}\n\n{GROUNDING}\n\n"
+        latest = "\n\n".join(f"## Latest from the {o} analyst\n{_cut(_latest(s.risk, o), level)}"
+                               for o in others)
+        body = (f"{ctx}\n\n## Trader's proposal\n{_cut(s.proposal.render(), level)}\n\n"
+                f"{_reports(s, level)}\n\n## Risk debate so far\n{_history(s.risk, level)}"
+                f"\n\n{latest}\n\n{GROUNDING}\n\n"
                 f"Make your next argument as the {role} risk analyst.")
     elif role == "portfolio_manager":
         past = s.past_context or "(no resolved past decisions are available)"
-        body = (f"{ctx}\n\n## Investment plan\n{s.plan.render()}\n\n## Trader's proposal\n"
-                f"{s.proposal.render()}\n\n## Risk debate\n{_history(s.risk)}\n\n"
+        body = (f"{ctx}\n\n## Investment plan\n{_cut(s.plan.render(), level)}\n\n"
+                f"## Trader's proposal\n{_cut(s.proposal.render(), level)}\n\n"
+                f"## Risk debate\n{_history(s.risk, level)}\n\n"
                 f"## Lessons from past decisions\n{past}\n\n{GROUNDING}\n\n"
                 f"Issue the final decision. {RATING_LINE}")
     else:
@@ -184,3 +207,21 @@ STRUCTURE_REPORT = ("Hand in your report in the requested structure: the overall
 
 CAP_REACHED = ("You have used all the tool calls allowed for this report. Write the report now "
                "with what you have; say which data you could not fetch.")
+
+
+NO_TOOLS_TASK = ("The data below was fetched for you with the desk's tools (this model does not "
+                 "call tools itself). Write the report from it.")
+
+
+def tool_results_block(results: list[tuple[str, dict, ToolResult]],
+                       level: Condensing = WHOLE) -> str:
+    """The results of the tools a role called for a model that cannot call them, as one
+    section of the user message (each trimmed to the level's newest rows)."""
+    parts = []
+    for name, arguments, result in results:
+        text = result.text.strip()
+        if level.tool_rows is not None:
+            text = trim_rows(text, level.tool_rows)
+        args = ", ".join(f"{k}={v}" for k, v in arguments.items())
+        parts.append(f"### {name}({args})\n{text}")
+    return f"{NO_TOOLS_TASK}\n\n## Tool results\n" + "\n\n".join(parts)

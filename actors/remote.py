@@ -142,6 +142,15 @@ class RemoteLLM:
     async def complete(self, request: Any) -> Any:
         return await self._call("complete", request)
 
+    async def profile(self, model: str, base_url: str | None = None, *,
+                      context_window: int | None = None,
+                      concurrency: int | None = None) -> Any:
+        return await self._call("profile", model, base_url, context_window=context_window,
+                                concurrency=concurrency)
+
+    async def streams(self) -> list[dict]:
+        return await self._call("streams")
+
 
 class RemoteMarket:
     """MarketPort: the market-data replica paired with this worker."""

@@ -26,6 +26,16 @@ class LLMGatewayActor:
     async def complete(self, request: Any) -> Any:
         return await self._gateway.complete(request)
 
+    async def profile(self, model: str, base_url: str | None = None, *,
+                      context_window: int | None = None,
+                      concurrency: int | None = None) -> Any:
+        return await self._gateway.profile(model, base_url, context_window=context_window,
+                                           concurrency=concurrency)
+
+    def streams(self) -> list[dict]:
+        """Calls streaming now, with tokens/s (the CLI's live progress polls this)."""
+        return self._gateway.streams()
+
     def usage(self) -> dict:
         return self._gateway.usage()
 

@@ -89,6 +89,15 @@ class Session:
         """A named read-model query (projections.views)."""
         return ray.get(self._team.store.query.remote(name, params))
 
+    # ---- the gateway ----------------------------------------------------------------------
+    def llm_streams(self) -> list[dict]:
+        """Model calls streaming now (run, role, tokens, tokens/s), for the live progress;
+        empty when the gateway does not answer within a second (progress must not stall)."""
+        try:
+            return ray.get(self._team.gateway.streams.remote(), timeout=1.0)
+        except Exception:  # noqa: BLE001 - a progress display never fails a command
+            return []
+
     # ---- driving --------------------------------------------------------------------------
     def owner_alive(self, owner: str, run_id: str) -> bool:
         import asyncio

@@ -7,18 +7,21 @@ output event goes back to the run's driver, which alone decides whether it is in
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from actors import prompts
 from actors.ports import LLMPort, MarketPort
-from data.tools import TOOL_SPECS
+from data.tools import TOOL_SPECS, default_calls
 from events import domain as d
 from events.decisions import DECISION_SCHEMAS, SentimentReport
 from events.errors import one_line
 from events.records import Message, ToolCall, ToolResult
 from events.roles import DEEP_ROLES, ROLES, SCHEMA_OF_ROLE, TOOLS_OF_ROLE
 from projections.schedule import Turn
-from providers.base import LLMError, LLMReply, LLMRequest
+from providers.base import LLMError, LLMReply, LLMRequest, provider_of
+from providers.endpoints import ModelProfile
+from providers.fitting import WIRE_TOKENS, Condensing, fit, reply_reserve, trim_tool_messages
 from providers.structured import from_freetext
 
 if TYPE_CHECKING:
@@ -38,27 +41,55 @@ class TurnFailed(Exception):
         self.kind = kind
 
 
+#: The profile of a model nothing is known about (and of the offline model): send prompts
+#: as built, offer tools.
+UNKNOWN_PROFILE = ModelProfile(context_window=None, context_source="unknown", tools=True,
+                               tools_source="default", concurrency=1, local=False)
+#: After a server said "context exceeded" anyway, the prompt is fitted again to this share
+#: of the budget (once): the estimate was too optimistic for this model's tokenizer.
+REFIT_SHARE = 0.6
+
+
+def model_of(config: Any, role: str) -> str:
+    return config.deep_model if role in DEEP_ROLES else config.quick_model
+
+
 def llm_request(config: Any, role: str, messages: list[Message], tools: list,
-                schema: str | None) -> LLMRequest:
+                schema: str | None, *, run_id: str | None = None,
+                profile: ModelProfile | None = None) -> LLMRequest:
+    """The request of one call; with a known context ``window`` the reply gets its reserve
+    as max_tokens and the gateway checks the prompt against the rest."""
     deep = role in DEEP_ROLES
-    return LLMRequest(model=config.deep_model if deep else config.quick_model,
+    window = profile.context_window if profile else None
+    return LLMRequest(model=model_of(config, role),
                       messages=messages, tools=tools, output_schema=schema, role=role,
                       tier="deep" if deep else "quick", base_url=config.base_url,
                       temperature=config.temperature, timeout_s=config.llm_timeout_s,
+                      idle_timeout_s=config.llm_idle_timeout_s,
                       max_retries=config.llm_max_retries,
                       output_language=config.output_language,
-                      offline_latency_s=config.offline_latency_s)
+                      offline_latency_s=config.offline_latency_s, run_id=run_id,
+                      max_output_tokens=reply_reserve(window) if window else None,
+                      context_window=window, concurrency=config.llm_concurrency,
+                      chars_per_token=(profile or UNKNOWN_PROFILE).chars_per_token)
 
 
 def completed_call(turn_id: str, role: str, index: int, request: LLMRequest,
-                   reply: LLMReply) -> d.LLMCallCompleted:
+                   reply: LLMReply, condensed: list[str] | None = None) -> d.LLMCallCompleted:
     return d.LLMCallCompleted(
         turn_id=turn_id, role=role, call_index=index, tier=request.tier, model=reply.model,
         provider=reply.provider, messages=request.messages, response_text=reply.text,
         tool_calls=reply.tool_calls, structured=reply.structured,
         output_mode=reply.output_mode, input_tokens=reply.input_tokens,
         output_tokens=reply.output_tokens, cost_usd=reply.cost_usd,
-        latency_ms=reply.latency_ms, attempts=reply.attempts)
+        latency_ms=reply.latency_ms, attempts=reply.attempts,
+        queued_ms=None if reply.provider == "offline" else reply.queued_ms,
+        stream_chunks=reply.stream_chunks or None, first_chunk_ms=reply.first_chunk_ms,
+        condensed=list(condensed or []))
+
+
+#: Builds a call's messages for a condensing level (the role's prompt, cut to fit).
+Build = Callable[[Condensing], list[Message]]
 
 
 class RoleTurn:
@@ -92,28 +123,70 @@ class RoleTurn:
     async def _record(self, payload: d.DomainEvent, key: str) -> None:
         await self.run.record(payload, key=key, actor=self.actor, cause=self.turn.turn_id)
 
-    async def call_model(self, index: int, messages: list[Message], tools: list,
-                         schema: str | None = None, final: bool = False
-                         ) -> d.LLMCallCompleted:
+    async def profile(self) -> ModelProfile:
+        """The context window and tool calling of this role's model (asked of the gateway,
+        which probes a local server once); the offline model needs neither."""
+        config = self.start.config
+        model = model_of(config, self.role)
+        if provider_of(model) == "offline":
+            return UNKNOWN_PROFILE
+        return await self.llm.profile(model, config.base_url,
+                                      context_window=config.context_window,
+                                      concurrency=config.llm_concurrency)
+
+    async def call_model(self, index: int, messages: list[Message] | Build, tools: list,
+                         schema: str | None = None, final: bool = False,
+                         profile: ModelProfile | None = None) -> d.LLMCallCompleted:
         """Model call ``index`` of this turn: replayed if recorded, else made and recorded
-        (a ``final`` call is left in ``unrecorded``, to go with the turn's output)."""
+        (a ``final`` call is left in ``unrecorded``, to go with the turn's output).
+
+        ``messages`` may be a builder: with a known context window (``profile``) the prompt
+        is condensed to fit (what was cut goes on the event); one that cannot fit is never
+        sent, and the call fails as "context"."""
         done = self._recorded(d.LLMCallCompleted, call_index=index)
         if done is not None:
             return done
         self._may_proceed()
-        request = llm_request(self.start.config, self.role, messages, tools, schema)
-        try:
-            reply: LLMReply = await self.llm.complete(request)
-        except LLMError as exc:
-            cause = getattr(exc, "cause", None) or exc  # Ray wraps the gateway's exception
-            attempts = list(getattr(cause, "attempts", []) or [])
-            message = one_line(cause)
-            await self._record(d.LLMCallFailed(
-                turn_id=self.turn.turn_id, role=self.role, call_index=index,
-                model=request.model, error=message, attempts=attempts),
-                f"{self.turn.turn_id}:llm-failed:{index}:{len(attempts)}")
-            raise TurnFailed("llm", f"{self.role}: {message}") from None
-        event = completed_call(self.turn.turn_id, self.role, index, request, reply)
+        build: Build = messages if callable(messages) else (lambda _level: list(messages))
+        config = self.start.config
+        profile = profile or UNKNOWN_PROFILE
+        window = profile.context_window
+        budget = window - reply_reserve(window) - WIRE_TOKENS if window else None
+        failures: list = []
+        while True:
+            condensed: list[str] = []
+            request = llm_request(config, self.role, build(prompts.WHOLE), tools, schema,
+                                  run_id=self.run.run_id, profile=profile)
+            sent = False
+            try:
+                if budget is not None:
+                    fitted = fit(build, budget=budget, tools=tools,
+                                 chars_per_token=profile.chars_per_token)
+                    if fitted is None:
+                        raise LLMError(
+                            f"{request.model}: the {self.role} prompt does not fit the "
+                            f"{window or 0:,}-token context window even condensed; use a model "
+                            "with a larger context or --context-window", "context")
+                    condensed = fitted.level.describe()
+                    request = request.model_copy(update={"messages": fitted.messages})
+                sent = True
+                reply: LLMReply = await self.llm.complete(request)
+                break
+            except LLMError as exc:
+                cause = getattr(exc, "cause", None) or exc  # Ray wraps the gateway's exception
+                attempts = list(getattr(cause, "attempts", []) or [])
+                message = one_line(cause)
+                await self._record(d.LLMCallFailed(
+                    turn_id=self.turn.turn_id, role=self.role, call_index=index,
+                    model=request.model, error=message, attempts=attempts),
+                    f"{self.turn.turn_id}:llm-failed:{index}:{len(attempts)}:{len(failures)}")
+                failures.append(message)
+                if (sent and getattr(cause, "kind", None) == "context" and budget is not None
+                        and len(failures) == 1):
+                    budget = int(budget * REFIT_SHARE)  # the server counted more: cut more
+                    continue
+                raise TurnFailed("llm", f"{self.role}: {message}") from None
+        event = completed_call(self.turn.turn_id, self.role, index, request, reply, condensed)
         if final:
             self.unrecorded.append(event)
         else:
@@ -167,22 +240,59 @@ class RoleTurn:
 
     # ---- the turn -----------------------------------------------------------------------
     async def run_turn(self) -> d.DomainEvent:
-        messages = [Message(role="system", content=prompts.SYSTEM[self.role]),
-                    Message(role="user", content=prompts.user_message(self.role, self.start))]
+        profile = await self.profile()
+        system = Message(role="system", content=prompts.SYSTEM[self.role])
+
+        def build(level: Condensing) -> list[Message]:
+            return [system, Message(role="user",
+                                    content=prompts.user_message(self.role, self.start, level))]
+
         if ROLES[self.role].stage == "analyst":
-            return await self._analyst(messages)
+            if not profile.tools:
+                return await self._analyst_without_tools(system, profile)
+            return await self._analyst(build(prompts.WHOLE), profile)
         schema = SCHEMA_OF_ROLE.get(self.role)
-        call = await self.call_model(0, messages, [], schema, final=True)
+        call = await self.call_model(0, build, [], schema, final=True, profile=profile)
         return self._output(call, schema)
 
-    async def _analyst(self, messages: list[Message]) -> d.DomainEvent:
+    async def _analyst_without_tools(self, system: Message,
+                                     profile: ModelProfile) -> d.DomainEvent:
+        """For a model that cannot call tools: the role calls the analyst's default tools
+        itself (one recorded ToolCallCompleted each, as if the model had asked), puts the
+        results in the prompt and has the report written in one call."""
+        config = self.start.config
+        planned = default_calls(self.role, config.ticker, config.trade_date)
+        planned = planned[:config.max_tool_calls]
+        calls = [ToolCall(id=f"{self.turn.turn_id}:default:{j}", name=name, arguments=args)
+                 for j, (name, args) in enumerate(planned)]
+        results = await self.call_tools(0, calls)
+        gathered = [(c.name, c.arguments, r) for c, r in zip(calls, results, strict=True)]
+        task = prompts.user_message(self.role, self.start)
+
+        def build(level: Condensing) -> list[Message]:
+            return [system, Message(role="user", content=(
+                f"{task}\n\n{prompts.tool_results_block(gathered, level)}"))]
+
+        call = await self.call_model(1, build, [], final=True, profile=profile)
+        text = call.response_text.strip() or "(the model returned an empty report)"
+        return d.AnalystReportSubmitted(turn_id=self.turn.turn_id, analyst=self.role,
+                                        report=text)
+
+    async def _analyst(self, messages: list[Message],
+                       profile: ModelProfile = UNKNOWN_PROFILE) -> d.DomainEvent:
         cap = self.start.config.max_tool_calls
         tools = [TOOL_SPECS[n] for n in TOOLS_OF_ROLE[self.role]]
         used, index, capped = 0, 0, False  # replay re-walks the loop from recorded calls
         while True:
             # any call may be the last (no tool calls asked): it waits for the output, and is
             # recorded at once only when the loop goes on
-            call = await self.call_model(index, messages, [] if capped else tools, final=True)
+            sent = messages
+
+            def build(level: Condensing, sent: list[Message] = sent) -> list[Message]:
+                return trim_tool_messages(sent, level)
+
+            call = await self.call_model(index, build, [] if capped else tools, final=True,
+                                         profile=profile)
             messages = messages + [Message(role="assistant", content=call.response_text,
                                            tool_calls=call.tool_calls)]
             if not call.tool_calls or capped:

@@ -55,15 +55,37 @@ def current_roles(s: RunState) -> str:
     return ", ".join(t.role for t in step.turns) or step.kind
 
 
-def progress_table(states: dict[str, RunState], started: float) -> Table:
+def streaming_cell(streams: list[dict], run_id: str) -> str:
+    """The calls of one run streaming now: "market 41 tok/s (230 tok)" per role."""
+    parts = []
+    for row in streams:
+        if row.get("run_id") != run_id:
+            continue
+        rate = row.get("tokens_per_s")
+        speed = f"{rate:.0f} tok/s" if rate is not None else "waiting for 1st token"
+        parts.append(f"{row['role']} {speed} ({row.get('tokens', 0)} tok)")
+    return ", ".join(parts) or "-"
+
+
+def progress_table(states: dict[str, RunState], started: float,
+                   streams: list[dict] | None = None) -> Table:
+    """One row per run; with ``streams`` (the gateway's calls streaming now) a column of
+    tokens/s per role."""
     table = Table(title=f"ta-actors · {time.monotonic() - started:5.1f} s", expand=False)
-    for col in ("ticker", "now", "turns", "LLM", "tools", "tokens", "rating"):
+    columns = ["ticker", "now", "turns", "LLM", "tools", "tokens", "rating"]
+    if streams is not None:
+        columns.insert(2, "streaming")
+    for col in columns:
         table.add_column(col)
-    for s in states.values():
+    for run_id, s in states.items():
         if s.config is None:
             continue
-        _row(table, s.ticker, current_roles(s), f"{len(s.answered)}/{total_turns(s)}",
-             s.usage.llm_calls, s.usage.tool_calls, f"{s.usage.tokens:,}", s.rating or "-")
+        cells: list[object] = [s.ticker, current_roles(s), f"{len(s.answered)}/{total_turns(s)}",
+                               s.usage.llm_calls, s.usage.tool_calls, f"{s.usage.tokens:,}",
+                               s.rating or "-"]
+        if streams is not None:
+            cells.insert(2, streaming_cell(streams, run_id))
+        _row(table, *cells)
     return table
 
 

@@ -124,6 +124,16 @@ def parse_vendor_chains(raw: str, data_dir: str | None) -> dict[str, tuple[str, 
     return chains
 
 
+#: The local-model options (issue 11): RunConfig field -> (variable, flag).
+LLM_OPTIONS: dict[str, tuple[str, str]] = {
+    "llm_concurrency": ("TA_ACTORS_LLM_CONCURRENCY", "--llm-concurrency"),
+    "llm_idle_timeout_s": ("TA_ACTORS_LLM_IDLE_TIMEOUT", "--llm-idle-timeout"),
+    "llm_timeout_s": ("TA_ACTORS_LLM_TIMEOUT", "--llm-timeout"),
+    "context_window": ("TA_ACTORS_CONTEXT_WINDOW", "--context-window")}
+ENV.update({name: variable for name, (variable, _) in LLM_OPTIONS.items()})
+FLAGS.update({name: flag for name, (_, flag) in LLM_OPTIONS.items()})
+
+
 def _repeated(symbols: list[str], shown: int = 5) -> list[str]:
     seen: set[str] = set()
     repeated: dict[str, None] = {}
@@ -168,6 +178,9 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
         risk_rounds=risk_rounds, quick_model=quick, deep_model=deep,
         base_url=base_url or setting(ENV["base_url"]), vendors=chains,
         data_dir=str(Path(data_dir).expanduser().resolve()) if data_dir else None, **extra)
+    for name, (variable, _flag) in LLM_OPTIONS.items():  # local models: flag, else variable
+        if fields.get(name) is None and setting(variable) is not None:
+            fields[name] = setting(variable)
     try:
         return [RunConfig(ticker=s, trade_date=trade_date, **fields) for s in symbols]
     except ValidationError as exc:

@@ -47,6 +47,10 @@ def run(
     max_stale_days: Annotated[Optional[int], typer.Option(help="Most trading days the snapshot's last bar may lie before --date (default: env TA_ACTORS_MAX_STALE_DAYS, else 5).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
     max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command [default: env TA_ACTORS_MAX_TICKERS, else 500].")] = None,
+    llm_concurrency: Annotated[Optional[int], typer.Option(help="Model calls in flight per endpoint [default: the server's slots, else 1 for a local server].")] = None,
+    llm_idle_timeout: Annotated[Optional[float], typer.Option(help="Seconds without a streamed token before a call try fails [default: 120].")] = None,
+    llm_timeout: Annotated[Optional[float], typer.Option(help="Overall cap in seconds on one call try [default: 1800 local, 600 hosted].")] = None,
+    context_window: Annotated[Optional[int], typer.Option(help="Context window in tokens [default: the server's, else the capability table].")] = None,
     workers: WorkersOpt = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
@@ -67,6 +71,9 @@ def run(
                              quick_model, deep_model, base_url, vendor, data_dir,
                              vendors=vendors, max_tickers=max_tickers,
                              max_tool_calls=max_tool_calls,
+                             llm_concurrency=llm_concurrency,
+                             llm_idle_timeout_s=llm_idle_timeout, llm_timeout_s=llm_timeout,
+                             context_window=context_window,
                              token_budget=token_budget, cost_budget_usd=cost_budget,
                              output_language=language,
                              benchmark=benchmark, holding_days=holding_days,
@@ -295,7 +302,14 @@ class _Progress:
                 if not self.live:
                     _log_line(e, self.states[e.stream], self.started)
         if self.live:
-            self.live.update(display.progress_table(self.states, self.started))
+            streams = self.session.llm_streams() if self._streaming() else None
+            self.live.update(display.progress_table(self.states, self.started, streams))
+
+    def _streaming(self) -> bool:
+        """Whether any run uses a real model (the offline model does not stream)."""
+        return any(s.config is not None and not (
+            s.config.quick_model.startswith("offline/")
+            and s.config.deep_model.startswith("offline/")) for s in self.states.values())
 
 
 def _log_line(e: Any, state: Any, started: float) -> None:

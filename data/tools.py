@@ -402,3 +402,47 @@ TOOLS: dict[str, Tool] = {t.name: t for t in [
 ]}
 #: Derived: the spec of each tool (what the role actors hand the model).
 TOOL_SPECS: dict[str, ToolSpec] = {n: t.spec for n, t in TOOLS.items()}
+
+
+#: The calls an analyst's role makes by itself when its model cannot call tools (a small
+#: local model): per analyst, (tool, arguments) with "TICKER", "DATE" and "START" (DATE less
+#: the tool's look-back) filled in by ``default_calls``. Few and short: a small model's
+#: context is small.
+DEFAULT_CALLS: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "market": (
+        ("get_stock_data", {"symbol": "TICKER", "start_date": "START", "end_date": "DATE"}),
+        ("get_indicators", {"symbol": "TICKER", "indicator": "rsi", "curr_date": "DATE",
+                            "look_back_days": 7}),
+        ("get_indicators", {"symbol": "TICKER", "indicator": "macdh", "curr_date": "DATE",
+                            "look_back_days": 7}),
+        ("get_indicators", {"symbol": "TICKER", "indicator": "close_50_sma",
+                            "curr_date": "DATE", "look_back_days": 7}),
+    ),
+    "social": (
+        ("get_social_posts", {"ticker": "TICKER", "curr_date": "DATE", "look_back_days": 7}),
+        ("get_news", {"ticker": "TICKER", "start_date": "START", "end_date": "DATE"}),
+    ),
+    "news": (
+        ("get_news", {"ticker": "TICKER", "start_date": "START", "end_date": "DATE"}),
+        ("get_global_news", {"curr_date": "DATE", "look_back_days": 7, "limit": 5}),
+        ("get_insider_transactions", {"ticker": "TICKER", "curr_date": "DATE"}),
+    ),
+    "fundamentals": (
+        ("get_fundamentals", {"ticker": "TICKER", "curr_date": "DATE"}),
+        ("get_income_statement", {"ticker": "TICKER", "freq": "quarterly", "curr_date": "DATE"}),
+        ("get_balance_sheet", {"ticker": "TICKER", "freq": "quarterly", "curr_date": "DATE"}),
+        ("get_insider_transactions", {"ticker": "TICKER", "curr_date": "DATE"}),
+    ),
+}
+DEFAULT_LOOK_BACK_DAYS = {"get_stock_data": 14, "get_news": 7}
+
+
+def default_calls(role: str, ticker: str, trade_date: dt.date) -> list[tuple[str, dict]]:
+    """The default tool calls of analyst ``role`` for ``ticker`` on ``trade_date``."""
+    out = []
+    for name, template in DEFAULT_CALLS.get(role, ()):
+        start = trade_date - dt.timedelta(days=DEFAULT_LOOK_BACK_DAYS.get(name, 30))
+        fill = {"TICKER": ticker, "DATE": trade_date.isoformat(), "START": start.isoformat()}
+        out.append((name, {k: fill.get(v, v) if isinstance(v, str) else v
+                           for k, v in template.items()}))
+    return out

@@ -74,7 +74,11 @@ class RunConfig(BaseModel):
     token_budget: int | None = Field(None, ge=1)
     cost_budget_usd: float | None = Field(None, gt=0)
     llm_max_retries: int = Field(3, ge=0, le=10)
-    llm_timeout_s: float = Field(120.0, gt=0)
+    #: overall cap on one model call; None: 1800 s for a local endpoint, 600 s for hosted
+    llm_timeout_s: float | None = Field(None, gt=0)
+    llm_idle_timeout_s: float = Field(120.0, gt=0)  # no token for this long fails a try
+    context_window: int | None = Field(None, ge=512)  # tokens; else server / capability table
+    llm_concurrency: int | None = Field(None, ge=1, le=256)  # calls in flight per endpoint
     offline_latency_s: float = Field(0.0, ge=0)
     #: Freshness of the verified snapshot: its last bar at most this many trading days
     #: (weekdays) before the trade date, else no snapshot (data/snapshot.py).

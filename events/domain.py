@@ -109,6 +109,15 @@ class LLMCallCompleted(DomainEvent):
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     attempts: list[Attempt] = Field(default_factory=list)
+    # Local models (issue 11): optional, and left out of the stored JSON when unset, so
+    # stores written before load and events without them stay byte for byte as they were.
+    #: waiting for a slot on the endpoint (never part of a timeout)
+    queued_ms: float | None = Field(None, exclude_if=lambda v: v is None)
+    #: chunks the reply streamed in (None: not streamed)
+    stream_chunks: int | None = Field(None, exclude_if=lambda v: v is None)
+    first_chunk_ms: float | None = Field(None, exclude_if=lambda v: v is None)
+    #: what was cut from the prompt to fit the model's context window
+    condensed: list[str] = Field(default_factory=list, exclude_if=lambda v: not v)
 
 
 class LLMCallFailed(DomainEvent):

@@ -19,7 +19,7 @@ __all__ = ["ErrorKind", "RETRYABLE", "LLMRequest", "LLMReply", "LLMError", "prov
            "env_is_set", "one_line", "redact"]
 
 ErrorKind = Literal["auth", "bad_request", "rate_limit", "timeout", "server", "config",
-                    "not_found"]
+                    "not_found", "context"]
 #: Kinds worth another try: the same request may succeed a moment later.
 RETRYABLE: frozenset[str] = frozenset({"rate_limit", "timeout", "server"})
 
@@ -35,10 +35,22 @@ class LLMRequest(BaseModel):
     tier: Literal["quick", "deep"] = "quick"
     base_url: str | None = None
     temperature: float | None = None
-    timeout_s: float = 120.0
+    #: overall cap on one try, streaming included; None: the gateway's default for the
+    #: endpoint (generous for local servers, which may be slow but steady)
+    timeout_s: float | None = None
+    #: a try fails only after no chunk has arrived for this long (waiting for a slot is not
+    #: counted: it happens before the try starts)
+    idle_timeout_s: float = 120.0
     max_retries: int = 3
     output_language: str = "English"
     offline_latency_s: float = 0.0
+    run_id: str | None = None  # shown in the live progress of streaming calls
+    max_output_tokens: int | None = None  # sent as max_tokens when set
+    #: the prompt budget the caller fitted the messages to; the gateway refuses to send a
+    #: request whose estimate exceeds it (a prompt the server would have to reject)
+    context_window: int | None = None
+    chars_per_token: float = 3.0  # the ratio the caller estimated the prompt with
+    concurrency: int | None = None  # calls in flight on this endpoint (--llm-concurrency)
 
     @property
     def provider(self) -> str:
@@ -59,6 +71,9 @@ class LLMReply(BaseModel):
     attempts: list[Attempt]
     provider: str
     model: str
+    queued_ms: float = 0.0  # waiting for a slot on the endpoint, never part of a timeout
+    stream_chunks: int = 0  # chunks the reply arrived in (0: not streamed)
+    first_chunk_ms: float | None = None  # from the request to the first chunk
 
 
 class LLMError(Exception):

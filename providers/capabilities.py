@@ -24,6 +24,9 @@ class Capabilities:
     reasoning: Literal["none", "effort", "thinking"] = "none"  # which knob, if any
     resend_reasoning: bool = False    # reasoning_content must go back with tool-call turns
     extra_body: dict[str, Any] = field(default_factory=dict)  # sent verbatim
+    #: tokens the model reads (prompt + reply); None: unknown here (a local server's own
+    #: figure or --context-window may say)
+    context_window: int | None = None
     source: str = "default"           # which row matched (for logs and tests)
 
 
@@ -49,9 +52,9 @@ _MINIMAX_SPLIT: dict[str, Any] = {"json_schema": False, "tool_choice": False,
 _BY_ID: dict[str, dict[str, Any]] = {
     "deepseek/deepseek-reasoner": _DEEPSEEK_THINKING,
     "deepseek/deepseek-chat": {"json_schema": False},
-    "openai/gpt-4.1-mini": {},
-    "openai/gpt-4.1": {},
-    "openai/gpt-4o-mini": {},
+    "openai/gpt-4.1-mini": {"context_window": 1_047_576},
+    "openai/gpt-4.1": {"context_window": 1_047_576},
+    "openai/gpt-4o-mini": {"context_window": 128_000},
     "anthropic/claude-sonnet-4-5": {"json_schema": False, "reasoning": "thinking"},
     "anthropic/claude-opus-4-1": {"json_schema": False, "reasoning": "thinking"},
 }
@@ -92,6 +95,11 @@ _BY_PATTERN: list[tuple[str, dict[str, Any]]] = [
     ("dashscope/qwq*", {"temperature": False, "json_schema": False, "tool_choice": False}),
     ("dashscope/*", {"json_schema": False}),
     ("xai/grok-*", {}),
+    # Small local models that never call tools: the role calls the default tools itself.
+    ("*smollm*", {"tools": False, "tool_choice": False, "parallel_tool_calls": False,
+                  "context_window": 8192}),
+    ("*gemma3-270m*", {"tools": False, "tool_choice": False, "parallel_tool_calls": False,
+                       "context_window": 32768}),
     # Local servers: tools vary by model; tool_choice is commonly rejected or ignored.
     ("ollama/*deepseek-r1*", {"tools": False, "tool_choice": False}),
     ("ollama/*", {"tool_choice": False, "parallel_tool_calls": False}),

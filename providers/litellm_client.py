@@ -4,6 +4,11 @@ This module makes exactly one HTTP request per call (litellm's and the OpenAI SD
 retries are switched off: the gateway retries, so every try is visible in the event) and turns
 any provider exception into an ``LLMError`` with a kind the gateway can act on. litellm is
 imported lazily: importing it costs seconds and role actors never should.
+
+Replies are streamed: a try fails when no chunk has come for ``request.idle_timeout_s``, or
+when the whole try passes its overall cap, so a slow model that keeps producing tokens
+finishes. The chunks are assembled into the same complete reply (text, tool calls, usage) a
+non-streamed call returns, so the recorded event does not depend on streaming.
 """
 from __future__ import annotations
 
@@ -11,7 +16,9 @@ import asyncio
 import json
 import os
 import re
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +118,13 @@ def build_kwargs(request: LLMRequest, caps: Capabilities, plan: Plan,
     hint = _freetext_hint(plan.schema) if plan.mode == "freetext" and plan.schema else None
     kwargs: dict[str, Any] = {
         "model": request.model, "messages": to_wire_messages(request, caps, memory, hint),
-        "timeout": request.timeout_s, "max_retries": 0, "num_retries": 0, "drop_params": True,
+        "max_retries": 0, "num_retries": 0, "drop_params": True,
+        "stream": True, "stream_options": {"include_usage": True},
     }
+    if request.timeout_s is not None:
+        kwargs["timeout"] = request.timeout_s
+    if request.max_output_tokens:
+        kwargs["max_tokens"] = request.max_output_tokens
     tools = [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                "parameters": t.parameters}}
              for t in request.tools] if caps.tools else []
@@ -146,6 +158,8 @@ class RawResult:
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    stream_chunks: int = 0
+    first_chunk_ms: float | None = None
 
 
 def _arguments(raw: Any) -> dict:
@@ -198,30 +212,107 @@ def _cost(response: Any) -> float:
         return 0.0
 
 
+class IdleTimeout(asyncio.TimeoutError):
+    """No chunk arrived for the idle timeout."""
+
+
+class OverallTimeout(asyncio.TimeoutError):
+    """The try ran past its overall cap (while chunks were still arriving)."""
+
+
+#: Told about every content chunk as it arrives (the gateway's live stream table).
+OnChunk = Callable[[int], None]
+
+
+def _chunk_size(chunk: Any) -> int:
+    """Characters of answer in one streamed chunk (content and tool-call arguments)."""
+    try:
+        delta = chunk.choices[0].delta
+    except (AttributeError, IndexError):
+        return 0
+    size = len(getattr(delta, "content", None) or "")
+    for call in getattr(delta, "tool_calls", None) or []:
+        function = getattr(call, "function", None)
+        size += len(getattr(function, "arguments", None) or "") + len(
+            getattr(function, "name", None) or "")
+    return size
+
+
+async def stream_reply(kwargs: dict[str, Any], *, idle_s: float, overall_s: float,
+                       on_chunk: OnChunk | None = None) -> tuple[Any, int, float | None]:
+    """The complete response of one streamed call, its chunk count and the time to its
+    first chunk (ms). Raises IdleTimeout / OverallTimeout; provider errors pass through."""
+    litellm = _litellm()
+    started = time.perf_counter()
+    deadline = started + overall_s
+
+    async def next_within(awaitable: Any) -> Any:
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            raise OverallTimeout()
+        try:
+            return await asyncio.wait_for(awaitable, timeout=min(idle_s, left))
+        except asyncio.TimeoutError:
+            raise (IdleTimeout() if left > idle_s else OverallTimeout()) from None
+
+    stream = await next_within(litellm.acompletion(**kwargs))
+    chunks: list[Any] = []
+    first: float | None = None
+    iterator = stream.__aiter__()
+    while True:
+        try:
+            chunk = await next_within(iterator.__anext__())
+        except StopAsyncIteration:
+            break
+        chunks.append(chunk)
+        size = _chunk_size(chunk)
+        if size and first is None:
+            first = (time.perf_counter() - started) * 1000
+        if size and on_chunk is not None:
+            on_chunk(size)
+    response = litellm.stream_chunk_builder(chunks, messages=kwargs["messages"])
+    if response is None:
+        raise IdleTimeout()  # the server closed the stream without a single chunk
+    return response, len(chunks), first
+
+
 async def call(request: LLMRequest, caps: Capabilities,
-               memory: ReasoningMemory | None = None) -> RawResult:
-    """One try. Raises LLMError (kind set, message redacted) on any provider failure."""
+               memory: ReasoningMemory | None = None, *, overall_s: float | None = None,
+               on_chunk: OnChunk | None = None) -> RawResult:
+    """One streamed try. Raises LLMError (kind set, message redacted) on any provider
+    failure, on an idle stream and past the overall cap (``overall_s``, else the request's
+    ``timeout_s``, else 600 s)."""
+    overall_s = overall_s or request.timeout_s or 600.0
     plan = plan_for(request, caps)
     kwargs = build_kwargs(request, caps, plan, memory)
-    litellm = _litellm()
+    kwargs["timeout"] = overall_s + 5.0  # the SDK's own timeout only backs ours up
     try:
-        response = await asyncio.wait_for(litellm.acompletion(**kwargs),
-                                          timeout=request.timeout_s + 5.0)
+        response, chunks, first = await stream_reply(
+            kwargs, idle_s=request.idle_timeout_s, overall_s=overall_s, on_chunk=on_chunk)
     except Exception as exc:  # noqa: BLE001 - classified below, unknown ones re-raised
-        raise classify(exc, request) from None
-    return interpret(response, plan, memory)
+        raise classify(exc, request, overall_s=overall_s) from None
+    result = interpret(response, plan, memory)
+    result.stream_chunks, result.first_chunk_ms = chunks, first
+    return result
 
 
 _PHRASE = {"auth": "the provider rejected the credentials", "bad_request": "the provider "
            "rejected the request", "rate_limit": "rate limited", "timeout": "no answer in time",
            "server": "provider-side failure", "not_found": "model or endpoint not found",
-           "config": "configuration problem"}
+           "config": "configuration problem",
+           "context": "the prompt does not fit the model's context window"}
+
+#: How servers say a prompt is longer than the context (llama.cpp, OpenAI, vLLM, Ollama).
+_CONTEXT_EXCEEDED = re.compile(r"exceed_context_size|context[_ ]length[_ ]exceeded|exceeds the "
+                               r"available context|maximum context length|context window|"
+                               r"too many tokens|prompt is too long", re.IGNORECASE)
 
 
 _ERROR_PREFIX = re.compile(r"^(?:\s*[A-Za-z]*(?:Error|Exception)\s*[:\-]\s*)+")
 
 
-def classify(exc: BaseException, request: LLMRequest) -> BaseException:
+def classify(exc: BaseException, request: LLMRequest, *,
+             overall_s: float | None = None) -> BaseException:
     """The LLMError for a provider exception; programming errors pass through unchanged."""
     import openai
 
@@ -230,15 +321,25 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     status = status if isinstance(status, int) else None
     detail = _ERROR_PREFIX.sub("", str(exc).replace("litellm.", "")).strip()
     kind: ErrorKind
-    if isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
+    if isinstance(exc, IdleTimeout):
+        kind, status = "timeout", None
+        detail = f"no token for {request.idle_timeout_s:g} s (--llm-idle-timeout)"
+    elif isinstance(exc, (asyncio.TimeoutError, litellm.Timeout, openai.APITimeoutError)):
         kind, status = "timeout", (status if status and status != 408 else None)
-        detail = f"no reply within {request.timeout_s:g} s"
+        cap = overall_s if overall_s is not None else request.timeout_s
+        detail = (f"no complete reply within {cap:g} s (--llm-timeout)" if cap is not None
+                  else "no reply in time")
     elif (isinstance(exc, openai.APIConnectionError) and not isinstance(
             exc, openai.APIStatusError)) or detail.lower().startswith("connection error"):
         # litellm reports a refused connection as an InternalServerError "Connection error."
         kind = "server"
-        detail = f"could not connect to {request.base_url or 'the provider'}: {detail}"
+        detail = (f"could not connect to {request.base_url}: is the server running? Start it "
+                  "(e.g. `ollama serve`, `llama-server -m MODEL.gguf`) or fix --base-url"
+                  if request.base_url else f"could not connect to the provider: {detail}")
         status = None
+    elif isinstance(exc, litellm.ContextWindowExceededError) or (
+            status in (400, 413, None) and _CONTEXT_EXCEEDED.search(detail)):
+        kind = "context"
     elif not isinstance(exc, (openai.OpenAIError, litellm.exceptions.APIError)) and status is None:
         return exc
     elif status in (401, 403):
@@ -256,7 +357,7 @@ def classify(exc: BaseException, request: LLMRequest) -> BaseException:
     if kind == "auth" and provider in KEY_ENV:
         advice = f"; check {describe(provider)}"
     code = f" (HTTP {status})" if status else ""
-    error = LLMError(f"{request.model}: {_PHRASE[kind]}{code}{advice} - {one_line(detail, 200)}",
+    error = LLMError(f"{request.model}: {_PHRASE[kind]}{code}{advice} - {one_line(detail, 320)}",
                      kind, status=status)
     error.retry_after = _retry_after(exc)
     return error

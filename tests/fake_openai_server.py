@@ -9,8 +9,18 @@ every offered tool on the first turn (arguments from the prompt's Ticker / Trade
 a valid object when ``response_format`` asks for a json_schema or ``tool_choice`` forces a
 function, and plain text otherwise. Every request body is kept in ``server.requests``.
 
-Reply builders: ``text()``, ``tool_calls()``, ``json_reply()``, ``error()``, ``hang()``.
-Use the ``fake_openai`` pytest fixture (import it into the test module).
+Reply builders: ``text()``, ``tool_calls()``, ``json_reply()``, ``error()``, ``hang()``;
+``slow()`` streams a text a word at a time with a gap between chunks, ``stall()`` streams a
+few words and then goes silent.
+
+Streaming: a request with ``"stream": true`` is answered the way OpenAI-compatible servers
+do, as server-sent events (``data: {chat.completion.chunk}`` lines, a usage chunk when
+``stream_options.include_usage`` asks for it, then ``data: [DONE]``).
+
+Server facts: ``server.props`` (a llama.cpp ``/props`` body) and ``server.models`` (names for
+``/v1/models``) are served on GET when set, and ``server.chars_per_token`` answers llama.cpp's
+``POST /tokenize`` with that many tokens; otherwise those paths are 404, as on a server that
+does not have them.
 """
 from __future__ import annotations
 
@@ -51,6 +61,18 @@ def error(status: int, message: str = "scripted failure", headers: dict | None =
 def hang(seconds: float = 2.0) -> dict:
     """Sleep before answering (plausibly), so a client with a shorter timeout gives up."""
     return {"kind": "hang", "seconds": seconds}
+
+
+def slow(content: str, gap_s: float) -> dict:
+    """Stream ``content`` a word per chunk, ``gap_s`` apart (a slow but steady model)."""
+    return {"kind": "message", "content": content, "tool_calls": [], "gap_s": gap_s}
+
+
+def stall(content: str, after_words: int, seconds: float) -> dict:
+    """Stream the first ``after_words`` words of ``content``, then send nothing for
+    ``seconds`` (a server that stopped producing tokens)."""
+    return {"kind": "message", "content": content, "tool_calls": [], "stall_after": after_words,
+            "stall_s": seconds}
 
 
 def example_for(schema: dict, defs: dict | None = None) -> Any:
@@ -119,6 +141,9 @@ class FakeOpenAIServer:
         self.requests: list[dict] = []
         self.paths: list[str] = []
         self.headers: list[dict[str, str]] = []  # lower-case names
+        self.props: dict | None = None  # GET /props (llama.cpp), when set
+        self.models: list[str] | None = None  # GET /v1/models, when set
+        self.chars_per_token: float | None = None  # POST /tokenize (llama.cpp), when set
         self.active = 0  # requests being handled right now
         self.peak_active = 0  # the most handled at once (checks client-side concurrency caps)
         self._lock = threading.Lock()
@@ -177,9 +202,66 @@ class FakeOpenAIServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout tests)
 
+            def do_GET(self) -> None:  # noqa: N802 - http.server API
+                path = self.path.split("?")[0]
+                if path == "/props" and server.props is not None:
+                    self._send(200, server.props)
+                elif path in ("/v1/models", "/models") and server.models is not None:
+                    self._send(200, {"object": "list", "data": [
+                        {"id": name, "object": "model", "owned_by": "test"}
+                        for name in server.models]})
+                else:
+                    self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+            def _stream(self, number: int, body: dict, reply: dict) -> None:
+                """The reply as server-sent events, one word of content per chunk."""
+                whole = server._completion(number, body, reply)
+                message = whole["choices"][0]["message"]
+                base = {"id": whole["id"], "object": "chat.completion.chunk",
+                        "created": whole["created"], "model": whole["model"]}
+                words = re.findall(r"\S+\s*", message.get("content") or "")
+                deltas: list[dict] = [{"role": "assistant", "content": ""}]
+                if message.get("reasoning_content"):
+                    deltas.append({"reasoning_content": message["reasoning_content"]})
+                deltas += [{"content": w} for w in words]
+                if message.get("tool_calls"):
+                    deltas.append({"tool_calls": [dict(c, index=i) for i, c in
+                                                  enumerate(message["tool_calls"])]})
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Connection", "close")
+                    self.end_headers()
+                    self.close_connection = True
+                    for i, delta in enumerate(deltas):
+                        if i > 0 and reply.get("gap_s"):
+                            time.sleep(reply["gap_s"])
+                        if reply.get("stall_after") is not None and i == reply["stall_after"] + 1:
+                            time.sleep(reply["stall_s"])
+                        chunk = dict(base, choices=[{"index": 0, "delta": delta,
+                                                     "finish_reason": None}])
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    finish = whole["choices"][0]["finish_reason"]
+                    last = dict(base, choices=[{"index": 0, "delta": {},
+                                                "finish_reason": finish}])
+                    self.wfile.write(f"data: {json.dumps(last)}\n\n".encode())
+                    if (body.get("stream_options") or {}).get("include_usage"):
+                        usage = dict(base, choices=[], usage=whole["usage"])
+                        self.wfile.write(f"data: {json.dumps(usage)}\n\n".encode())
+                    self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout tests)
+
             def do_POST(self) -> None:  # noqa: N802 - http.server API
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b"{}"
+                if self.path.split("?")[0] == "/tokenize" and server.chars_per_token:
+                    content = str(json.loads(raw or b"{}").get("content") or "")
+                    count = max(1, round(len(content) / server.chars_per_token))
+                    self._send(200, {"tokens": list(range(count))})
+                    return
                 if self.path.split("?")[0] not in _PATHS:
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
@@ -202,6 +284,9 @@ class FakeOpenAIServer:
                     self._send(reply["status"], {"error": {
                         "message": reply["message"], "type": "scripted_error",
                         "code": str(reply["status"])}}, reply["headers"])
+                    return
+                if body.get("stream"):
+                    self._stream(number, body, reply)
                     return
                 self._send(200, server._completion(number, body, reply))
 

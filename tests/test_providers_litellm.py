@@ -237,7 +237,7 @@ def test_concurrency_cap_per_provider(fake_openai, key):
 
     replies = asyncio.run(many())
     assert len(replies) == 6 and fake_openai.peak_active == 2
-    assert gateway.peak_in_flight["openai"] == 2
+    assert gateway.peak_in_flight[fake_openai.url.rstrip("/")] == 2  # keyed by endpoint
     assert gateway.usage()[MODEL]["calls"] == 6
 
 
