@@ -294,6 +294,8 @@ def main() -> None:
                 sidecar.write_text(json.dumps(info))
             info = json.loads(sidecar.read_text())
             path = work / f"history-{n}.duckdb"  # measured on a copy: a new run is added
+            for stale in (path, *path.parent.glob(path.name + ".*")):  # e.g. a killed run's WAL
+                stale.unlink(missing_ok=True)
             for source in (built, *built.parent.glob(built.name + ".*")):  # + its anchor
                 shutil.copy(source, path.parent / source.name.replace(built.name, path.name))
             print(f"  {info['events']:,} events in {info['build_s']:.0f} s; rows "
