@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 import calendar
 import datetime as dt
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -80,7 +81,10 @@ class Finding:
 _MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
 _MONTHS |= {name.lower(): i for i, name in enumerate(calendar.month_abbr) if name}
 _MONTHS["sept"] = 9
-_MON = r"(?:" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+#: Month names as a trie, behind a first-letter check: an alternation of 25 names tried at
+#: every position was most of the audit's cost. Longest name first, as greedy suffixes.
+_MON = (r"(?=[adfjmnos])(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?"
+        r"|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?")
 _DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("ymd", re.compile(r"(?<![\w.])(\d{4})[-/](\d{1,2})[-/](\d{1,2})(?![\w/]|\.\d)")),
     ("mdy_num", re.compile(r"(?<![\w./])(\d{1,2})/(\d{1,2})/(\d{4})(?![\w/])")),
@@ -93,6 +97,15 @@ _DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("month_day", re.compile(rf"(?i)\b({_MON})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![,.]?\s*\d)")),
     ("year", re.compile(r"(?<![\w.,$€£¥%/-])((?:19|20)\d{2})(?![\w%]|[.,]\d|\s?(?:[kKmMbB]n?|bn|million|billion)\b)")),
 )
+#: A cheap test on the lower-cased text that a form could match at all (forms not listed
+#: always run): most sources have no quarter, half, fiscal year or d/m/y date, and skipping
+#: a form is exact, not a heuristic.
+_MAY_MATCH: dict[str, Callable[[str], bool]] = {
+    "mdy_num": lambda low: "/" in low,
+    "quarter": lambda low: any(q in low for q in ("q1", "q2", "q3", "q4", "1q", "2q", "3q", "4q")),
+    "half": lambda low: any(h in low for h in ("h1", "h2", "1h", "2h")),
+    "fiscal": lambda low: "fy" in low or "fiscal" in low,
+}
 _SUFFIX = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "mm": 1e6, "million": 1e6,
            "b": 1e9, "bn": 1e9, "billion": 1e9, "t": 1e12, "tn": 1e12, "trillion": 1e12}
 _NUMBER = re.compile(
@@ -183,12 +196,21 @@ def _date_claim(form: str, m: re.Match[str], trade: dt.date) -> Claim | None:
     return Claim(m.group(0), m.start(), m.end(), kind, day=day, key=key)
 
 
-@lru_cache(maxsize=1024)
+#: Texts remembered by the caches below: a worker audits many runs at once, and each run
+#: shows the same tool results and reports to many roles (64 runs x ~40 texts of ~1 KB).
+CACHED_TEXTS = 8192
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
 def _dates(text: str, trade: dt.date) -> tuple[Claim, ...]:
     """Cached: the same tool results and reports are sources of many outputs of a run."""
     found: list[Claim] = []
     taken = bytearray(len(text))  # 1 where an earlier form already read a date
+    low = text.lower()
     for form, pattern in _DATE_FORMS:
+        may_match = _MAY_MATCH.get(form)
+        if may_match is not None and not may_match(low):
+            continue
         for m in pattern.finditer(text):
             start, end = m.start(), m.end()
             if any(taken[start:end]):
@@ -325,15 +347,25 @@ def sources_for(s: RunState, role: str, turn_id: str) -> list[Source]:
     return [src for build in VISIBLE.get(ROLES[role].stage, ()) for src in build(s, turn_id)]
 
 
-@lru_cache(maxsize=1024)
-def _numbers(text: str, trade: dt.date) -> tuple[float, ...]:
-    """Every number of a source, its dates left out (a date's parts are not figures)."""
+_NOT_HEADLINE = re.compile(r"(?m)^recent closes.*$")  # the snapshot's list of past closes
+
+
+def _numbers(text: str, trade: dt.date) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """Every number of a source, and those outside its list of recent closes (the headline,
+    for the snapshot); its dates left out (a date's parts are not figures)."""
     pieces, at = [], 0
     for c in _dates(text, trade):
         pieces += [text[at:c.start], " " * (c.end - c.start)]
         at = c.end
     blanked = "".join(pieces) + text[at:]
-    return tuple(_number(m).value for m in _NUMBER.finditer(blanked))
+    closes = [(m.start(), m.end()) for m in _NOT_HEADLINE.finditer(blanked)]
+    values, headline = [], []
+    for m in _NUMBER.finditer(blanked):
+        value = _number(m).value
+        values.append(value)
+        if not any(a <= m.start() < b for a, b in closes):
+            headline.append(value)
+    return tuple(values), tuple(headline)
 
 
 def _keys(c: Claim) -> tuple[str, ...]:
@@ -342,9 +374,26 @@ def _keys(c: Claim) -> tuple[str, ...]:
     if c.kind != "date" or c.day is None:
         return (c.key,)
     day = c.day
-    return (c.key, day.strftime("--%m-%d"), f"{day.year}-{day.month:02d}",
+    return (c.key, f"--{day.month:02d}-{day.day:02d}", f"{day.year}-{day.month:02d}",
             f"q{(day.month - 1) // 3 + 1} {day.year}", f"h{(day.month - 1) // 6 + 1} {day.year}",
             str(day.year))
+
+
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What one source text offers: the names its dates answer to, its numbers (sorted),
+    and its headline numbers (for the snapshot: every line but the list of recent closes)."""
+    keys: tuple[str, ...]
+    values: tuple[float, ...]
+    headline: tuple[float, ...]
+
+
+@lru_cache(maxsize=CACHED_TEXTS)
+def _facts(text: str, trade: dt.date) -> _Facts:
+    """Cached: each output re-reads every source its role was shown."""
+    keys = tuple(dict.fromkeys(key for c in _dates(text, trade) for key in _keys(c)))
+    values, headline = _numbers(text, trade)
+    return _Facts(keys, tuple(sorted(values)), headline)
 
 
 class _Index:
@@ -353,20 +402,20 @@ class _Index:
     def __init__(self, sources: list[Source], trade: dt.date):
         pairs: list[tuple[float, str]] = []
         self.dates: dict[str, str] = {}
+        headline: set[float] = set()
         for src in sources:
-            for c in _dates(src.text, trade):
-                for key in _keys(c):
-                    self.dates.setdefault(key, src.label)
-            pairs += [(value, src.label) for value in _numbers(src.text, trade)]
-        pairs.sort(key=lambda p: p[0])
+            facts = _facts(src.text, trade)
+            for key in facts.keys:
+                self.dates.setdefault(key, src.label)
+            pairs += zip(facts.values, itertools.repeat(src.label))
+            if src.label == "snapshot":
+                headline.update(facts.headline)
+        pairs.sort(key=lambda p: p[0])  # stable: the earlier source wins a tie
         self.values = [p[0] for p in pairs]
         self.labels = [p[1] for p in pairs]
         #: operands of derived figures besides the output's own: the snapshot's headline
         #: (last bar and indicators; not its list of recent closes)
-        self.headline = sorted({
-            value for src in sources if src.label == "snapshot"
-            for line in src.text.splitlines() if not line.startswith("recent closes")
-            for value in _numbers(line, trade)})
+        self.headline = sorted(headline)
 
     def find(self, value: float, unit: float) -> str | None:
         """The source of the closest value ``value`` may stand for, or None."""
@@ -469,9 +518,9 @@ def classify(text: str, sources: list[Source], trade_date: dt.date, ticker: str 
             verdicts[i] = Finding(c, "look_ahead")
         else:
             verdicts[i] = Finding(c, "ungrounded")
-    ahead = [span for span in _sentences(text) if any(
-        f.verdict == "look_ahead" and span[0] <= f.claim.start < span[1]
-        for f in verdicts.values())]
+    ahead_at = [f.claim.start for f in verdicts.values() if f.verdict == "look_ahead"]
+    ahead = [(a, b) for a, b in _sentences(text) if any(a <= at < b for at in ahead_at)
+             ] if ahead_at else []
     quoted = [f.claim.value for f in verdicts.values()
               if f.verdict == "grounded" and f.claim.kind == "number"]
     pending = [i for i in range(len(claims)) if i not in verdicts]
