@@ -97,10 +97,14 @@ _DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("month_day", re.compile(rf"(?i)\b({_MON})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![,.]?\s*\d)")),
     ("year", re.compile(r"(?<![\w.,$€£¥%/-])((?:19|20)\d{2})(?![\w%]|[.,]\d|\s?(?:[kKmMbB]n?|bn|million|billion)\b)")),
 )
+_ANY_MONTH = re.compile(rf"(?i)\b{_MON},?\s+\d")  # what every form with a month name has
 #: A cheap test on the lower-cased text that a form could match at all (forms not listed
-#: always run): most sources have no quarter, half, fiscal year or d/m/y date, and skipping
-#: a form is exact, not a heuristic.
+#: always run): most sources (tables of prices and indicators) have no month name, quarter,
+#: half, fiscal year or m/d/y date, and each test is a condition the form needs, so
+#: skipping a form never changes what is found. Each pattern is a scan of the whole text.
 _MAY_MATCH: dict[str, Callable[[str], bool]] = {
+    **dict.fromkeys(("mdy", "dmy", "month_year", "month_day"),
+                    lambda low: _ANY_MONTH.search(low) is not None),
     "mdy_num": lambda low: "/" in low,
     "quarter": lambda low: any(q in low for q in ("q1", "q2", "q3", "q4", "1q", "2q", "3q", "4q")),
     "half": lambda low: any(h in low for h in ("h1", "h2", "1h", "2h")),
@@ -206,11 +210,14 @@ def _dates(text: str, trade: dt.date) -> tuple[Claim, ...]:
     """Cached: the same tool results and reports are sources of many outputs of a run."""
     found: list[Claim] = []
     taken = bytearray(len(text))  # 1 where an earlier form already read a date
-    low = text.lower()
+    low, tested = text.lower(), dict[Callable[[str], bool], bool]()
     for form, pattern in _DATE_FORMS:
         may_match = _MAY_MATCH.get(form)
-        if may_match is not None and not may_match(low):
-            continue
+        if may_match is not None:
+            if may_match not in tested:
+                tested[may_match] = may_match(low)
+            if not tested[may_match]:
+                continue
         for m in pattern.finditer(text):
             start, end = m.start(), m.end()
             if any(taken[start:end]):
@@ -222,12 +229,16 @@ def _dates(text: str, trade: dt.date) -> tuple[Claim, ...]:
     return tuple(sorted(found, key=lambda c: c.start))
 
 
+def _value(m: re.Match[str]) -> tuple[float, float]:
+    """A written number's value and one unit of its last digit, its suffix applied."""
+    int_, frac, suffix = m.group("int", "frac", "suffix")
+    scale = _SUFFIX[suffix.lower()] if suffix else 1.0
+    value = float(int_.replace(",", "") + (frac or "")) * scale
+    return value, 10.0 ** -(len(frac) - 1 if frac else 0) * scale
+
+
 def _number(m: re.Match[str]) -> Claim:
-    digits = m.group("int").replace(",", "")
-    frac = m.group("frac") or ""
-    scale = _SUFFIX.get((m.group("suffix") or "").lower(), 1.0)
-    value = float(digits + frac) * scale
-    unit = 10.0 ** -(len(frac) - 1 if frac else 0) * scale
+    value, unit = _value(m)
     return Claim(m.group(0).strip(), m.start(), m.end(), "number", value=value, unit=unit,
                  percent=bool(m.group("pct")))
 
@@ -361,7 +372,7 @@ def _numbers(text: str, trade: dt.date) -> tuple[tuple[float, ...], tuple[float,
     closes = [(m.start(), m.end()) for m in _NOT_HEADLINE.finditer(blanked)]
     values, headline = [], []
     for m in _NUMBER.finditer(blanked):
-        value = _number(m).value
+        value = _value(m)[0]
         values.append(value)
         if not any(a <= m.start() < b for a, b in closes):
             headline.append(value)
