@@ -112,8 +112,8 @@ _MAY_MATCH: dict[str, Callable[[str], bool]] = {
 }
 _SUFFIX = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "mm": 1e6, "million": 1e6,
            "b": 1e9, "bn": 1e9, "billion": 1e9, "t": 1e12, "tn": 1e12, "trillion": 1e12}
-_NUMBER = re.compile(
-    r"(?<![\w./:])(?P<sign>[-+\u2212])?(?P<cur>[$€£¥])?(?P<sign2>[-+])?"
+_NUMBER = re.compile(  # the lookahead first: a cheap test of one character at each position
+    r"(?=[-+\u2212$€£¥\d])(?<![\w./:])(?P<sign>[-+\u2212])?(?P<cur>[$€£¥])?(?P<sign2>[-+])?"
     r"(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?P<frac>\.\d+)?"
     r"(?:\s?(?P<suffix>thousand|million|billion|trillion|bn|mn|mm|tn|[kKmMbBT])(?![a-zA-Z]))?"
     r"(?P<pct>\s?%|\s?percent\b|\s?pct\b)?(?P<x>x(?![a-zA-Z]))?"
