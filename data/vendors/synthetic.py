@@ -33,7 +33,12 @@ _QUESTIONS = ("Will {q} (synthetic) close this month higher?",
               "Will the Fed (synthetic) cut rates at its next meeting?")
 
 
-@lru_cache(maxsize=32)
+#: Symbols whose series stay cached: a batch of 64 tickers must not evict its own series
+#: (about 250 KB each).
+CACHED_SYMBOLS = 128
+
+
+@lru_cache(maxsize=CACHED_SYMBOLS)
 def _series(symbol: str, until: dt.date):
     import numpy as np
     import pandas as pd
@@ -55,7 +60,7 @@ def _series(symbol: str, until: dt.date):
                          "volume": np.round(volume)}, index=days)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=8 * CACHED_SYMBOLS)  # a few kinds of event days per symbol
 def _days(start: dt.date, end: dt.date, every: int, salt: str, symbol: str
           ) -> tuple[dt.date, ...]:
     """Deterministic event days: roughly one per ``every`` calendar days, fixed per symbol
