@@ -7,7 +7,8 @@ output event goes back to the run's driver, which alone decides whether it is in
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from actors import prompts
@@ -198,9 +199,23 @@ class RoleTurn:
             await self._record(event, f"{self.turn.turn_id}:llm:{event.call_index}")
         self.unrecorded = []
 
-    async def call_tools(self, index: int, calls: list[ToolCall]) -> list[ToolResult]:
+    async def call_tools(self, index: int, calls: list[ToolCall], *,
+                         recording: Coroutine[Any, Any, None] | None = None
+                         ) -> list[ToolResult]:
         """The tool calls of model reply ``index``: replayed where recorded; the others made
-        in one round trip to market data and recorded together, before any result is used."""
+        in one round trip to market data and recorded together, before any result is used.
+        ``recording`` (the append of the reply that asked for them) runs while they are
+        fetched, and is done before their results are recorded: a store round trip less per
+        tool round, and the order of events is kept."""
+        pending = asyncio.ensure_future(recording) if recording is not None else None
+        try:
+            return await self._call_tools(index, calls, pending)
+        finally:
+            if pending is not None and not pending.done():
+                await pending
+
+    async def _call_tools(self, index: int, calls: list[ToolCall],
+                          recording: asyncio.Future | None) -> list[ToolResult]:
         results: dict[int, ToolResult] = {}
         todo: list[tuple[int, ToolCall]] = []
         allowed = TOOLS_OF_ROLE.get(self.role, ())
@@ -211,12 +226,16 @@ class RoleTurn:
             else:
                 todo.append((j, tc))
         if not todo:
+            if recording is not None:
+                await recording
             return [results[j] for j in range(len(calls))]
         self._may_proceed()
         known = [(j, tc) for j, tc in todo if tc.name in allowed]
         config = self.start.config
         answers = await self.market.call_tools([(tc.name, tc.arguments) for _, tc in known],
                                                config.trade_date, config) if known else []
+        if recording is not None:
+            await recording  # the reply is recorded before the results it asked for
         latency = {j: 0.0 for j, _ in todo}
         for (j, tc), (result, problem, ms) in zip(known, answers, strict=True):
             if result is None:  # no vendor answered at all
@@ -298,9 +317,10 @@ class RoleTurn:
             if not call.tool_calls or capped:
                 text = call.response_text.strip() or "(the model returned an empty report)"
                 return await self._report(text, messages, index + 1)
-            await self._record_unrecorded()  # the loop goes on: the call is used now
             allowed = call.tool_calls[:max(0, cap - used)]  # the tool calls of one reply
-            results = await self.call_tools(index, allowed)  # independent: fetched together
+            # the loop goes on, so the call is used now: it is recorded while its tools are
+            # fetched (independent: together), and before their results are
+            results = await self.call_tools(index, allowed, recording=self._record_unrecorded())
             skipped = ToolResult(status="error", text="not executed: tool-call cap reached")
             results += [skipped] * (len(call.tool_calls) - len(allowed))
             for tc, result in zip(call.tool_calls, results, strict=True):

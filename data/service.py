@@ -35,8 +35,11 @@ def _constant(value: Any) -> Callable[[], Any]:
     return lambda: value
 
 
-#: Past-window answers a replica keeps (bars, indicators), most recently used first.
-MEMO_SIZE = 512
+#: Past-window answers a replica keeps (bars, indicators), most recently used first. A run
+#: makes ~15 (its bars, the snapshot's indicators, then the market analyst's, which the
+#: snapshot already computed): 2,048 (~25 MB) keep 128 runs' answers from being evicted
+#: between their snapshot and their analyst's tools.
+MEMO_SIZE = 2048
 
 
 class MarketData:
