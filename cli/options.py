@@ -8,7 +8,8 @@ from typing import Any
 
 from pydantic import ValidationError, create_model
 
-from events.config import ANALYSTS, DEFAULT_VENDORS, VENDOR_CATEGORIES, RunConfig
+from events.config import (ANALYSTS, DEFAULT_VENDORS, RESUMABLE_SETTINGS, VENDOR_CATEGORIES,
+                           RunConfig)
 from events.errors import InvalidInput
 from events.inputs import validate_ticker, validate_trade_date
 from events.settings import setting
@@ -36,7 +37,7 @@ FLAGS = {"debate_rounds": "--debate-rounds", "risk_rounds": "--risk-rounds",
          "max_stale_days": "--max-stale-days"}
 
 
-def _config_error(exc: ValidationError) -> InvalidInput:
+def config_error(exc: ValidationError) -> InvalidInput:
     """The first problem pydantic found, as one line naming the setting and its flag."""
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -184,7 +185,7 @@ def build_configs(tickers: list[str], date: str, analysts: str, debate_rounds: i
     try:
         return [RunConfig(ticker=s, trade_date=trade_date, **fields) for s in symbols]
     except ValidationError as exc:
-        raise _config_error(exc) from None
+        raise config_error(exc) from None
 
 
 #: The budget fields of RunConfig alone, with RunConfig's own constraints.
@@ -201,6 +202,26 @@ def check_budgets(token_budget: int | None, cost_budget: float | None) -> None:
         except ValidationError as exc:
             message = str(exc.errors()[0]["msg"])
             raise InvalidInput(f"{FLAGS[name]} {value}: {message}") from None
+
+
+#: The local-model fields of RunConfig alone, with RunConfig's own constraints.
+_LLMSettings: Any = create_model("LLMSettings", **{  # type: ignore[call-overload]
+    name: (RunConfig.model_fields[name].annotation, RunConfig.model_fields[name])
+    for name in RESUMABLE_SETTINGS})
+
+
+def check_llm_settings(**given: float | int | None) -> dict[str, float | int]:
+    """The local-model settings a resume changes (those given), checked exactly as RunConfig
+    checks them."""
+    settings = {name: value for name, value in given.items() if value is not None}
+    assert set(given) <= set(RESUMABLE_SETTINGS), given  # a programming error, not input
+    for name, value in settings.items():
+        try:
+            _LLMSettings(**{name: value})
+        except ValidationError as exc:
+            message = str(exc.errors()[0]["msg"])
+            raise InvalidInput(f"{FLAGS[name]} {value}: {message}") from None
+    return settings
 
 
 def new_run_id(config: RunConfig) -> str:

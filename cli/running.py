@@ -14,6 +14,11 @@ from cli.common import (AddressOpt, JsonOpt, StoreOpt, check_out_dir, command, d
 from events.errors import InvalidInput, StoreError, one_line
 
 
+#: The local-model options run, resume and fork share (RunConfig fields, cli.options.LLM_OPTIONS).
+LLMConcurrencyOpt = Annotated[Optional[int], typer.Option(help="Model calls in flight per endpoint [default: the server's slots, else 1 for a local server].")]
+LLMIdleTimeoutOpt = Annotated[Optional[float], typer.Option(help="Seconds without a streamed token before a call try fails [default: 120].")]
+LLMTimeoutOpt = Annotated[Optional[float], typer.Option(help="Overall cap in seconds on one call try [default: 1800 local, 600 hosted].")]
+ContextWindowOpt = Annotated[Optional[int], typer.Option(help="Context window in tokens [default: the server's, else the capability table].")]
 WorkersOpt = Annotated[Optional[int], typer.Option(
     "--workers", min=1, help="Worker and market-data replicas [default: one each per node].")]
 
@@ -47,10 +52,8 @@ def run(
     max_stale_days: Annotated[Optional[int], typer.Option(help="Most trading days the snapshot's last bar may lie before --date (default: env TA_ACTORS_MAX_STALE_DAYS, else 5).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
     max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command [default: env TA_ACTORS_MAX_TICKERS, else 500].")] = None,
-    llm_concurrency: Annotated[Optional[int], typer.Option(help="Model calls in flight per endpoint [default: the server's slots, else 1 for a local server].")] = None,
-    llm_idle_timeout: Annotated[Optional[float], typer.Option(help="Seconds without a streamed token before a call try fails [default: 120].")] = None,
-    llm_timeout: Annotated[Optional[float], typer.Option(help="Overall cap in seconds on one call try [default: 1800 local, 600 hosted].")] = None,
-    context_window: Annotated[Optional[int], typer.Option(help="Context window in tokens [default: the server's, else the capability table].")] = None,
+    llm_concurrency: LLMConcurrencyOpt = None, llm_idle_timeout: LLMIdleTimeoutOpt = None,
+    llm_timeout: LLMTimeoutOpt = None, context_window: ContextWindowOpt = None,
     workers: WorkersOpt = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
@@ -65,6 +68,9 @@ def run(
     if not date:
         raise InvalidInput("give the trade date with --date YYYY-MM-DD")
     check_out_dir(out)
+    if to is None and (max_runs is not None or every != 5 or bearish != "short"):
+        raise InvalidInput("--max-runs, --every and --bearish are backtest options: "
+                           "give the last trade date with --to as well")
     tickers = list(tickers or []) + (read_tickers_file(tickers_file) if tickers_file else [])
     days = [date] if to is None else [str(day) for day in trade_dates(date, to, every)]
     batches = [build_configs(tickers, day, analysts, debate_rounds, risk_rounds, offline,
@@ -104,15 +110,24 @@ def resume(
     cost_budget: Annotated[Optional[float], typer.Option(help="A new cost budget (USD).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder.")] = None,
     follow: Annotated[bool, typer.Option(help="If a live driver owns the run, follow it to its end (else stop at once).")] = True,
+    llm_concurrency: LLMConcurrencyOpt = None, llm_idle_timeout: LLMIdleTimeoutOpt = None,
+    llm_timeout: LLMTimeoutOpt = None, context_window: ContextWindowOpt = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
-    """Continue an interrupted or failed run from its last event, with its own configuration."""
-    from cli.options import check_budgets
+    """Continue an interrupted or failed run from its last event, with its own configuration
+    (new budgets and local-model settings, if given, are recorded and apply from here on)."""
+    from cli.options import check_budgets, check_llm_settings
     check_budgets(token_budget, cost_budget)
+    settings = check_llm_settings(llm_concurrency=llm_concurrency,
+                                  llm_idle_timeout_s=llm_idle_timeout,
+                                  llm_timeout_s=llm_timeout, context_window=context_window)
     check_out_dir(out)
     store = store or default_store()
     from projections.backtest import is_backtest_id
     if is_backtest_id(run_id):  # a backtest: finish its runs (cli/backtest.py)
+        if token_budget is not None or cost_budget is not None or settings:
+            raise InvalidInput("a backtest's runs keep the settings it was started with: "
+                               "resume it without budget or model options")
         from cli.backtest import resume_backtest
         resume_backtest(run_id, store=store, address=address, out=out, as_json=as_json)
         return
@@ -125,7 +140,7 @@ def resume(
         return
     _check_keys(state.config)
     resumed = d.RunResumed(reason="resume requested", token_budget=token_budget,
-                           cost_budget_usd=cost_budget)
+                           cost_budget_usd=cost_budget, settings=settings)
     rows, _ = _drive(store, address, [[(run_id, [])]], out, as_json, resume=resumed,
                      follow=follow)
     _finish(rows, as_json)
@@ -140,12 +155,16 @@ def fork(
     base_url: Annotated[Optional[str], typer.Option(help="New endpoint.")] = None,
     debate_rounds: Annotated[Optional[int], typer.Option(help="New bull/bear rounds.")] = None,
     risk_rounds: Annotated[Optional[int], typer.Option(help="New risk rounds.")] = None,
+    token_budget: Annotated[Optional[int], typer.Option(help="A new token budget.")] = None,
+    cost_budget: Annotated[Optional[float], typer.Option(help="A new cost budget (USD).")] = None,
+    llm_concurrency: LLMConcurrencyOpt = None, llm_idle_timeout: LLMIdleTimeoutOpt = None,
+    llm_timeout: LLMTimeoutOpt = None, context_window: ContextWindowOpt = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder.")] = None,
     store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Re-decide a run from a stage with other models or rounds, on the same earlier work
     (e.g. the same analyst reports): a new run whose first events are copies."""
-    from cli.options import new_run_id
+    from cli.options import config_error, new_run_id
     from pydantic import ValidationError
 
     from events import domain as d
@@ -158,12 +177,18 @@ def fork(
     source = _verified(store, address, run_id)
     changes = {k: v for k, v in (("quick_model", quick_model), ("deep_model", deep_model),
                                  ("base_url", base_url), ("debate_rounds", debate_rounds),
-                                 ("risk_rounds", risk_rounds)) if v is not None}
+                                 ("risk_rounds", risk_rounds),
+                                 ("token_budget", token_budget),
+                                 ("cost_budget_usd", cost_budget),
+                                 ("llm_concurrency", llm_concurrency),
+                                 ("llm_idle_timeout_s", llm_idle_timeout),
+                                 ("llm_timeout_s", llm_timeout),
+                                 ("context_window", context_window)) if v is not None}
     try:
         config = type(source[0].payload.config).model_validate(
             source[0].payload.config.model_dump() | changes)
     except ValidationError as exc:
-        raise InvalidInput(f"invalid setting: {exc.errors()[0]['msg']}") from None
+        raise config_error(exc) from None
     _check_keys(config)
     new_id = new_run_id(config)
     first = d.RunRequested(run_id=new_id, config=config, forked_from=run_id, forked_at=at)

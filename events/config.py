@@ -52,6 +52,11 @@ def complete_chains(value: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, .
     return {**DEFAULT_VENDORS, **merged}
 
 
+#: The RunConfig fields a resume may change (RunResumed.settings): how to talk to the
+#: model's server, never what the run researches or how it decides.
+RESUMABLE_SETTINGS = ("llm_concurrency", "llm_idle_timeout_s", "llm_timeout_s", "context_window")
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 

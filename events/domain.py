@@ -43,6 +43,9 @@ class RunResumed(DomainEvent):
     reason: str = "resume requested"
     token_budget: int | None = None
     cost_budget_usd: float | None = None
+    #: RunConfig fields this resume changes from here on (only the local-model settings:
+    #: concurrency, timeouts, context window), e.g. a longer idle timeout for a slow server
+    settings: dict[str, float | int] = Field(default_factory=dict, exclude_if=lambda v: not v)
 
 
 class RunDriven(DomainEvent):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from events import domain as d
-from events.config import RunConfig
+from events.config import RESUMABLE_SETTINGS, RunConfig
 from events.decisions import PortfolioDecision, ResearchPlan, TradeProposal
 from events.records import Instrument, MarketSnapshot
 
@@ -104,7 +104,9 @@ def apply(s: RunState, e: d.DomainEvent) -> RunState:
             return replace(s, run_id=e.run_id, config=c, status="running",
                            token_budget=c.token_budget, cost_budget_usd=c.cost_budget_usd)
         case d.RunResumed():
-            return replace(s, status="running", failure=None,
+            changed = {k: v for k, v in e.settings.items() if k in RESUMABLE_SETTINGS}
+            config = s.config.model_copy(update=changed) if changed and s.config else s.config
+            return replace(s, status="running", failure=None, config=config,
                            token_budget=e.token_budget if e.token_budget else s.token_budget,
                            cost_budget_usd=e.cost_budget_usd or s.cost_budget_usd)
         case d.RunDriven():

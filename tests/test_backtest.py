@@ -172,3 +172,12 @@ def test_backtest_refuses_bad_input_before_writing(cli, store_path):
     assert not store_path.exists()
     missing = cli("resume", "backtest-2024-03-01-00000000", "--store", store_path)
     assert missing.exit_code == 2 and "no event store" in missing.stderr
+    for option in (["--max-runs", "3"], ["--every", "2"], ["--bearish", "flat"]):
+        alone = cli("run", "NVDA", "--date", "2024-03-01", "--offline", *option,
+                    "--store", store_path)
+        assert alone.exit_code == 2 and "backtest options: give the last trade date with --to" \
+            in alone.stderr, (option, alone.stderr)
+    budget = cli("resume", "backtest-2024-03-01-00000000", "--token-budget", "1000",
+                 "--store", store_path)
+    assert budget.exit_code == 2 and "keep the settings it was started with" in budget.stderr
+    assert not store_path.exists()

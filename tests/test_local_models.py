@@ -315,6 +315,35 @@ def test_local_model_options_from_flags_and_variables(monkeypatch):
         assert flag in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_resume_changes_only_the_local_model_settings():
+    """RunResumed.settings apply to the run's config from there on: the four local-model
+    settings (the same table the flags come from), never what the run researches."""
+    from cli.options import LLM_OPTIONS, check_llm_settings
+    from events import domain as d
+    from events.config import RESUMABLE_SETTINGS, InvalidInput
+    from projections.run_state import RunState, apply
+
+    assert set(LLM_OPTIONS) == set(RESUMABLE_SETTINGS)
+    config = build_config()
+    s = apply(RunState(), d.RunRequested(run_id="MSFT-2024-06-14-00000000", config=config))
+    s = apply(s, d.RunResumed(settings={"llm_idle_timeout_s": 300.0, "context_window": 8192,
+                                        "debate_rounds": 9, "max_tool_calls": 1}))
+    assert (s.config.llm_idle_timeout_s, s.config.context_window) == (300.0, 8192)
+    assert (s.config.debate_rounds, s.config.max_tool_calls) == (config.debate_rounds,
+                                                                 config.max_tool_calls)
+    assert apply(s, d.RunResumed()).config == s.config  # a plain resume keeps them
+    assert check_llm_settings(llm_concurrency=None, llm_timeout_s=60.0) == {"llm_timeout_s": 60.0}
+    with pytest.raises(InvalidInput) as info:
+        check_llm_settings(llm_concurrency=0)
+    assert str(info.value).startswith("--llm-concurrency 0:")
+
+
+def build_config():
+    from cli.options import build_configs
+    return build_configs(["MSFT"], "2024-06-14", "market", 1, 1, False, MODEL, MODEL,
+                         "http://127.0.0.1:8080/v1", None, None)[0]
+
+
 def test_a_context_exceeded_reply_is_fitted_again_not_resent(cli, fake_openai, ohlcv_dir,
                                                              store_path, monkeypatch):
     """The server counts more tokens than the estimate: its "context exceeded" reply is
@@ -342,3 +371,60 @@ def test_a_context_exceeded_reply_is_fitted_again_not_resent(cli, fake_openai, o
     assert len(market) == 1 and market[0].condensed  # fitted to the smaller budget
     first, second = fake_openai.requests[:2]
     assert first["messages"] != second["messages"]
+
+
+def test_resume_and_fork_take_new_local_model_settings(cli, fake_openai, ohlcv_dir, store_path,
+                                                       monkeypatch):
+    """A run stopped on a slow local server is resumed with a longer idle timeout (recorded on
+    RunResumed, applied from there on); a fork can change the endpoint's concurrency. Bad
+    values are refused in one line before anything is written."""
+    import json
+
+    from events.duckdb_store import DuckDBEventStore
+
+    def events_of(run_id):
+        with DuckDBEventStore(store_path, read_only=True) as store:
+            return store.read_stream(run_id)
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    fake_openai.props = PROPS
+    common = ("--quick-model", MODEL, "--deep-model", MODEL, "--base-url", fake_openai.url,
+              "--store", store_path, "--json")
+    first = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir, "--analysts",
+                "market", "--llm-idle-timeout", "0.5", "--token-budget", "1", *common)
+    (row,) = json.loads(first.stdout)
+    assert row["status"] == "failed" and "token budget" in row["reason"], row
+    run_id, stopped = row["run_id"], len(events_of(row["run_id"]))
+
+    bad = cli("resume", run_id, "--llm-idle-timeout", "0", "--store", store_path)
+    refused(bad, "--llm-idle-timeout 0")
+    assert len(events_of(run_id)) == stopped  # nothing appended
+
+    # the next reply stalls 1.5 s after two words: past the run's 0.5 s, within the new 5 s
+    fake_openai.push(stall(WORDS, after_words=2, seconds=1.5))
+    resumed = cli("resume", run_id, "--token-budget", "100000000", "--llm-idle-timeout", "5",
+                  "--store", store_path, "--json")
+    (row,) = json.loads(resumed.stdout)
+    assert row["status"] == "completed", row
+    after = [e.payload for e in events_of(run_id)[stopped:]]
+    (resume_event,) = [p for p in after if p.type == "RunResumed"]
+    assert resume_event.settings == {"llm_idle_timeout_s": 5.0}
+    stalled = next(p for p in after if p.type == "LLMCallCompleted")
+    assert stalled.response_text.split() == WORDS.split()  # the stalled reply, in full
+    assert [a.error for a in stalled.attempts] in ([], [None])  # one try: no timeout
+    assert stalled.latency_ms > 1400
+
+    refused(cli("fork", run_id, "--at", "trader", "--context-window", "100",
+                "--store", store_path), "context_window (--context-window)")
+    fork = cli("fork", run_id, "--at", "trader", "--llm-concurrency", "2", "--token-budget",
+               "100000000", *common[6:])
+    (forked,) = json.loads(fork.stdout)
+    assert forked["status"] == "completed", (forked, fork.stderr)
+    requested = events_of(forked["run_id"])[0].payload
+    assert requested.config.llm_concurrency == 2 and requested.config.llm_idle_timeout_s == 0.5
+
+
+def refused(result, message: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
