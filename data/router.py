@@ -29,9 +29,10 @@ class Answer:
         return self.vendor is not None
 
 
-def route(vendors: Sequence[Any], capability: str, call: Callable[[Callable], Any],
-          what: str) -> Answer:
-    """Try ``call(vendor.<capability>)`` on each vendor in order.
+def route(vendors: Sequence[Any], capability: str, call: Callable[..., Any],
+          what: str, *, with_name: bool = False) -> Answer:
+    """Try ``call(vendor.<capability>)`` on each vendor in order (``with_name``:
+    ``call(fn, vendor.name)``, for checks whose message names the vendor).
 
     ``call`` applies the request and any look-ahead filtering, and raises NoData when what is
     left is empty, so an all-future answer falls through to the next vendor too."""
@@ -44,7 +45,7 @@ def route(vendors: Sequence[Any], capability: str, call: Callable[[Callable], An
             reasons.append(f"{vendor.name}: does not provide {capability}")
             continue
         try:
-            value = call(fn)
+            value = call(fn, vendor.name) if with_name else call(fn)
         except NotConfigured as exc:
             reasons.append(flatten(f"{vendor.name}: not configured ({exc})"))
         except NoData as exc:

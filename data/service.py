@@ -151,22 +151,22 @@ class MarketData:
             lambda: self._route(category, tool, "prices", call, f"prices for {symbol}"))
 
     def indicator(self, symbol: str, start: dt.date, end: dt.date, name: str, bars: Any, *,
-                  category: str = "prices", tool: str | None = None) -> Any:
-        """The named indicator over the bars ``bars(symbol, start, end, ...)`` answered."""
-        return self.indicators(symbol, start, end, [name], bars, category=category,
-                               tool=tool)[name.strip().lower()]
+                  vendor: str) -> Any:
+        """The named indicator over ``bars``, the answer of ``vendor`` for (symbol, start, end)."""
+        return self.indicators(symbol, start, end, [name], bars, vendor=vendor)[
+            name.strip().lower()]
 
     def indicators(self, symbol: str, start: dt.date, end: dt.date, names: Iterable[str],
-                   bars: Any, *, category: str = "prices", tool: str | None = None) -> dict:
-        """Several indicators over those bars: each kept once computed (past windows), the
-        missing ones computed together (shared MACD and Bollinger computations)."""
-        chain = self._chain_names(category, tool)
+                   bars: Any, *, vendor: str) -> dict:
+        """Several indicators over those bars: each kept once computed (past windows; keyed by
+        the vendor whose bars they are), the missing ones computed together (shared MACD and
+        Bollinger computations)."""
         keys = [n.strip().lower() for n in names]
-        out = {k: self._memo.get(("indicator", symbol, start, end, chain, k)) for k in keys}
+        out = {k: self._memo.get(("indicator", symbol, start, end, vendor, k)) for k in keys}
         missing = [k for k, v in out.items() if v is None]
         if missing:
             for key, series in compute_many(missing, bars).items():
-                out[key] = self._memoized(("indicator", symbol, start, end, chain, key), end,
+                out[key] = self._memoized(("indicator", symbol, start, end, vendor, key), end,
                                           _constant(series))
         return out
 
@@ -275,16 +275,33 @@ class MarketData:
 
     def snapshot(self, ticker: str, trade_date: dt.date, n_closes: int = 30,
                  tool: str | None = None) -> MarketSnapshot | None:
-        """The verified snapshot; None without bars; StalePrices (a NoData, with the note
-        to record) when the first vendor's last bar is too old."""
+        """The verified snapshot, from the first vendor of the chain whose bars are fresh (a
+        stale vendor hands over to the next, like one without data); None without bars;
+        StalePrices (a NoData, with the note to record) when every vendor's bars are stale."""
         symbol = to_yahoo(ticker)
         start = snap.history_start(trade_date)
-        answer = self.bars(symbol, start, trade_date, tool=tool)
+
+        def call(fn: Callable, vendor: str) -> Any:
+            got = between(fn(symbol, start, trade_date), start, trade_date)
+            if got.empty:
+                raise NoData(f"no bars between {start} and {trade_date}")
+            snap.check_fresh(symbol, vendor, got.index[-1].date(), trade_date,
+                             self.max_stale_days)
+            return got
+        answer = self._memoized(
+            ("fresh bars", symbol, start, trade_date, self._chain_names("prices", tool),
+             self.max_stale_days), trade_date,
+            lambda: route(self.chain("prices", tool), "prices", call, f"prices for {symbol}",
+                          with_name=True))
         if not answer.found:
+            stale = [r.split(": ", 1)[1] for r in answer.reasons if ": stale prices for " in r]
+            if stale:
+                raise snap.StalePrices(stale[0])
             return None
-        return snap.build(symbol, trade_date, answer.value, str(answer.vendor), n_closes,
+        vendor = str(answer.vendor)
+        return snap.build(symbol, trade_date, answer.value, vendor, n_closes,
                           compute_fn=lambda names, bars: self.indicators(
-                              symbol, start, trade_date, names, bars, tool=tool),
+                              symbol, start, trade_date, names, bars, vendor=vendor),
                           max_stale_days=self.max_stale_days)
 
     def identity(self, ticker: str) -> Instrument:

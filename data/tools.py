@@ -142,8 +142,7 @@ def _indicators(md, a: _Args) -> ToolResult:
     if not ans.found:
         return no_data(f"prices to compute {indicator} for {_who(asked, sym)} up to {curr}",
                        ans.reasons)
-    values = md.indicator(sym, start, curr, indicator, ans.value, category=a.category,
-                          tool=a.name)
+    values = md.indicator(sym, start, curr, indicator, ans.value, vendor=str(ans.vendor))
     window = values[values.index >= values.index[-1] - dt.timedelta(days=back)]
     lines = [f"# {indicator} for {sym} from {curr - dt.timedelta(days=back)} to {curr} "
              f"(vendor {ans.vendor}): {INDICATORS[indicator].description}"]

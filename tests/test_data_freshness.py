@@ -83,3 +83,31 @@ def test_a_run_on_stale_prices_completes_without_a_snapshot(cli, ohlcv_dir, stor
     assert taken.snapshot is None
     assert taken.note.startswith("stale prices for NVDA: the last bar (2025-10-08, via local)")
     assert "\n" not in taken.note
+
+
+def test_a_stale_vendor_hands_the_snapshot_to_the_next_fresh_one(ohlcv_dir, tmp_path):
+    """In a fallback chain a stale first vendor is passed over like one without data: the
+    snapshot comes from the next vendor with fresh bars, and its indicators are that vendor's
+    (kept apart from the stale vendor's, which the market analyst's tools still read)."""
+    rows = (ohlcv_dir / "NVDA.csv").read_text().splitlines()
+    (tmp_path / "NVDA.csv").write_text("\n".join(
+        [rows[0]] + [r for r in rows[1:] if r[:10] <= "2024-03-28"]) + "\n")
+    chain = {"prices": ("local", "synthetic"), "indicators": ("local", "synthetic")}
+    md = MarketData(vendors=chain, data_dir=str(tmp_path))
+    day = dt.date(2024, 5, 9)
+    got = md.snapshot("NVDA", day)
+    assert got.vendor == "synthetic" and got.last_bar.date == day
+    alone = MarketData(vendors={"prices": ("synthetic",), "indicators": ("synthetic",)})
+    assert got.indicators == alone.snapshot("NVDA", day).indicators
+    # the tools keep answering from the first vendor with data, with its own indicators
+    tool = md.call_tool("get_indicators", {"symbol": "NVDA", "indicator": "rsi",
+                                           "curr_date": str(day)}, day)
+    assert "(vendor local)" in tool.text
+    own = MarketData(vendors=LOCAL, data_dir=str(tmp_path)).call_tool(
+        "get_indicators", {"symbol": "NVDA", "indicator": "rsi", "curr_date": str(day)}, day)
+    assert tool.text == own.text
+    # every vendor stale: no snapshot, and the note names the first one
+    both = MarketData(vendors={"prices": ("local", "local"), "indicators": ("local",)},
+                      data_dir=str(tmp_path))
+    with pytest.raises(StalePrices, match=r"last bar \(2024-03-28, via local\)"):
+        both.snapshot("NVDA", day)

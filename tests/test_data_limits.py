@@ -49,8 +49,9 @@ def test_past_windows_are_answered_once_per_replica_and_today_is_always_fetched(
     day = dt.date(2024, 5, 10)
     first = md.bars("NVDA", history_start(day), day)
     assert md.bars("NVDA", history_start(day), day) is first  # kept: a past window is fixed
-    rsi = md.indicator("NVDA", history_start(day), day, "rsi", first.value)
-    assert md.indicator("NVDA", history_start(day), day, "rsi", first.value) is rsi
+    rsi = md.indicator("NVDA", history_start(day), day, "rsi", first.value, vendor=first.vendor)
+    assert md.indicator("NVDA", history_start(day), day, "rsi", first.value,
+                        vendor=first.vendor) is rsi
     snapshot = md.snapshot("NVDA", day)
     assert snapshot.indicators["rsi"] == round(float(rsi.iloc[-1]), 6)  # shared, same value
     today = dt.date.today()
