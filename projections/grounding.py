@@ -44,7 +44,7 @@ import datetime as dt
 import itertools
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache, reduce
 from typing import Any, Literal
 
@@ -510,11 +510,39 @@ def _sentences(text: str) -> list[tuple[int, int]]:
     return [(m.start(), m.end()) for m in _SENTENCE.finditer(text) if m.end() > m.start()]
 
 
-def classify(text: str, sources: list[Source], trade_date: dt.date, ticker: str = ""
-             ) -> list[Finding]:
-    """Each claim of ``text`` with its verdict and source (see the module docstring)."""
+#: Languages whose numbers are written with a decimal comma and dotted thousands: an output
+#: in one of them (``--language``) is read with the two separators swapped inside each number
+#: that is unambiguous in that convention.
+DECIMAL_COMMA = frozenset({
+    "german", "french", "spanish", "italian", "portuguese", "brazilian portuguese", "dutch",
+    "russian", "ukrainian", "polish", "czech", "slovak", "romanian", "hungarian", "turkish",
+    "greek", "swedish", "norwegian", "danish", "finnish", "indonesian", "vietnamese",
+    "croatian", "serbian", "slovenian", "bulgarian", "catalan"})
+#: 1.234,56 / 1.234.567 / 12,5 (never 1,234 or 0.125: an English number in a report written
+#: in one of those languages stays as written)
+_COMMA_NUMBER = re.compile(r"(?<![\w.,])(?:\d{1,3}(?:\.\d{3})+,\d+|\d{1,3}(?:\.\d{3}){2,}"
+                           r"|\d+,\d{1,2})(?![\w]|[.,]\d)")
+_SWAP = str.maketrans(".,", ",.")
+
+
+def _point_decimals(text: str) -> str:
+    """``text`` with decimal-comma numbers written the English way; the same length, so every
+    position (and each claim's raw text, taken from the original) is unchanged."""
+    return _COMMA_NUMBER.sub(lambda m: m.group(0).translate(_SWAP), text)
+
+
+def classify(text: str, sources: list[Source], trade_date: dt.date, ticker: str = "", *,
+             decimal_comma: bool = False) -> list[Finding]:
+    """Each claim of ``text`` with its verdict and source (see the module docstring);
+    ``decimal_comma``: the text's numbers may be written 1.234,5 (see DECIMAL_COMMA)."""
     index = _Index(sources, trade_date)
-    claims = extract(text, trade_date, ticker)
+    if decimal_comma:
+        read = _point_decimals(text)
+        claims = [replace(c, raw=text[c.start:c.end].strip())
+                  for c in extract(read, trade_date, ticker)]
+        text = read
+    else:
+        claims = extract(text, trade_date, ticker)
     verdicts: dict[int, Finding] = {}
     for i, c in enumerate(claims):
         if c.kind == "number":
@@ -569,7 +597,8 @@ def findings_of(state: RunState, output: d.DomainEvent) -> list[Finding] | None:
         return None
     turn_id: str = getattr(output, "turn_id", "")
     return classify(text_of(output), sources_for(state, speaker_of(output), turn_id),
-                    state.config.trade_date, state.config.ticker)
+                    state.config.trade_date, state.config.ticker,
+                    decimal_comma=state.config.output_language.strip().lower() in DECIMAL_COMMA)
 
 
 def check_output(state: RunState, output: d.DomainEvent) -> d.GroundingChecked | None:

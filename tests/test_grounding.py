@@ -153,3 +153,40 @@ def test_flagged_figures_are_marked_and_others_left_alone():
     assert marked.startswith("> **Grounding audit:** 2 of 3 figures")
     clean = d.GroundingChecked(turn_id="debate:1", role="bull", model="m", grounded=3)
     assert mark_flagged(text, clean) == text and mark_flagged(text, None) == text
+
+
+def test_a_report_in_a_decimal_comma_language_is_read_in_its_own_convention():
+    """--language Spanish/German/...: 89,84 and 335.325.000 are the snapshot's 89.84 and
+    335,325,000; an English-written number in the same report stays as written; the flagged
+    figures keep the report's own spelling (so the marks find them)."""
+    text = ("El cierre fue de 89,84 USD con un volumen de 335.325.000 acciones; la "
+            "close_50_sma está en 87.6343 y el objetivo es 123,45 USD.")
+    read = classify(text, SOURCES, TRADE, "NVDA", decimal_comma=True)
+    assert [(f.claim.raw, f.verdict) for f in read] == [
+        ("89,84", "grounded"), ("335.325.000", "grounded"), ("87.6343", "grounded"),
+        ("123,45", "ungrounded")]
+    assert read[0].claim.value == 89.84 and read[1].claim.value == 335_325_000
+    as_english = [(f.claim.raw, f.verdict) for f in classify(text, SOURCES, TRADE, "NVDA")]
+    assert ("89,84", "grounded") not in as_english  # read as 8,984 without the language
+    check = d.GroundingChecked(turn_id="analyst:market", role="market", model="m",
+                               grounded=3, derived=0, sources={},
+                               flagged=[(f.claim.raw, f.verdict) for f in read
+                                        if f.verdict == "ungrounded"])
+    assert "123,45 **[unverified]** USD" in mark_flagged(text, check)
+
+
+def test_the_run_language_decides_the_convention():
+    from events.config import RunConfig
+    from projections.grounding import DECIMAL_COMMA, findings_of
+    from projections.run_state import RunState, apply
+    assert {"spanish", "german", "brazilian portuguese"} <= DECIMAL_COMMA
+    assert "english" not in DECIMAL_COMMA and "japanese" not in DECIMAL_COMMA
+    report = d.AnalystReportSubmitted(turn_id="analyst:market", analyst="market",
+                                      report="Cierre 89,84.")
+    read = {}
+    for language in ("Spanish", "English"):
+        config = RunConfig(ticker="NVDA", trade_date=TRADE, output_language=language)
+        s = apply(RunState(), d.RunRequested(run_id="NVDA-2024-05-10-00000000", config=config))
+        read[language] = [(f.claim.raw, f.claim.value) for f in findings_of(s, report) or []]
+    assert read["Spanish"] == [("89,84", 89.84)]
+    assert read["English"] == [("89", 89.0), ("84", 84.0)]
