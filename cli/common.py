@@ -29,7 +29,7 @@ memory_app = typer.Typer(help="The memory log: past decisions, outcomes and less
 app.add_typer(memory_app, name="memory")
 
 StoreOpt = Annotated[Optional[Path], typer.Option(
-    "--store", help="Event store file [default: env TA_ACTORS_STORE, else the user data dir].")]
+    "--store", help="Event store file (default: env TA_ACTORS_STORE, else the user data dir).")]
 AddressOpt = Annotated[Optional[str], typer.Option(
     "--address", help="Join a running Ray cluster ('auto' on a cluster node).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document instead.")]

@@ -15,12 +15,12 @@ from events.errors import InvalidInput, StoreError, one_line
 
 
 #: The local-model options run, resume and fork share (RunConfig fields, cli.options.LLM_OPTIONS).
-LLMConcurrencyOpt = Annotated[Optional[int], typer.Option(help="Model calls in flight per endpoint [default: the server's slots, else 1 for a local server].")]
-LLMIdleTimeoutOpt = Annotated[Optional[float], typer.Option(help="Seconds without a streamed token before a call try fails [default: 120].")]
-LLMTimeoutOpt = Annotated[Optional[float], typer.Option(help="Overall cap in seconds on one call try [default: 1800 local, 600 hosted].")]
-ContextWindowOpt = Annotated[Optional[int], typer.Option(help="Context window in tokens [default: the server's, else the capability table].")]
+LLMConcurrencyOpt = Annotated[Optional[int], typer.Option(help="Model calls in flight per endpoint (default: the server's slots, else 1 for a local server).")]
+LLMIdleTimeoutOpt = Annotated[Optional[float], typer.Option(help="Seconds without a streamed token before a call try fails (default: 120).")]
+LLMTimeoutOpt = Annotated[Optional[float], typer.Option(help="Overall cap in seconds on one call try (default: 1800 local, 600 hosted).")]
+ContextWindowOpt = Annotated[Optional[int], typer.Option(help="Context window in tokens (default: the server's, else the capability table).")]
 WorkersOpt = Annotated[Optional[int], typer.Option(
-    "--workers", min=1, help="Worker and market-data replicas [default: one each per node].")]
+    "--workers", min=1, help="Worker and market-data replicas (default: one each per node).")]
 
 
 @command
@@ -51,7 +51,7 @@ def run(
     latency: Annotated[Optional[float], typer.Option(help="Offline model: simulated seconds per call.")] = None,
     max_stale_days: Annotated[Optional[int], typer.Option(help="Most trading days the snapshot's last bar may lie before --date (default: env TA_ACTORS_MAX_STALE_DAYS, else 5).")] = None,
     out: Annotated[Optional[Path], typer.Option(help="Reports folder (default: beside the store).")] = None,
-    max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command [default: env TA_ACTORS_MAX_TICKERS, else 500].")] = None,
+    max_tickers: Annotated[Optional[int], typer.Option(help="Most tickers per command (default: env TA_ACTORS_MAX_TICKERS, else 500).")] = None,
     llm_concurrency: LLMConcurrencyOpt = None, llm_idle_timeout: LLMIdleTimeoutOpt = None,
     llm_timeout: LLMTimeoutOpt = None, context_window: ContextWindowOpt = None,
     workers: WorkersOpt = None,

@@ -224,3 +224,14 @@ def test_tables_print_text_as_is():
     console.print(display.final_table([{"ticker": "A", "trade_date": DATE, "status": "failed",
                                         "reason": ":bear: [/]", "run_id": "r"}]))
     assert "failed: :bear: [/]" in console.export_text()
+
+
+@pytest.mark.parametrize("command, shown", [
+    ("resume", "(default: 120)"), ("run", "(default: env TA_ACTORS_MAX_TICKERS, else 500)"),
+    ("fork", "(default: env TA_ACTORS_STORE, else the user data dir)")])
+def test_help_shows_the_defaults_it_names(command, shown):
+    """Help texts name their defaults in parentheses: the help renderer takes [brackets] for
+    markup and drops them."""
+    result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "240"})
+    assert result.exit_code == 0
+    assert shown in " ".join(result.output.split()), result.output
