@@ -7,7 +7,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -253,14 +253,7 @@ def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt 
     else:
         if not store.exists():
             fail(f"no event store at {store} (run something first, or pass --store)")
-        from events.duckdb_store import DuckDBEventStore
-        from events.store import StoreLockedError
-        try:  # writable, to record the verify checkpoint; read-only if the file is not
-            reader = DuckDBEventStore(store)
-        except StoreLockedError as exc:
-            fail(str(exc))
-        except StoreError:
-            reader = open_reader(store, None)
+        reader = open_reader(store, None)  # read-only: bounded memory; checkpoint after
     try:
         if address:  # the store actor verifies (no progress bar across processes)
             report = reader.verify_all(incremental=incremental, against=exported)
@@ -280,6 +273,8 @@ def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt 
         fail(str(exc))
     finally:
         reader.close()
+    if report.unrecorded_checkpoint is not None and not address:
+        _record_checkpoint(store, report)
     if as_json:
         typer.echo(json.dumps(report.as_json() | {"anchor_exported": str(anchor) if anchor
                                                   and report.ok else None}, indent=2))
@@ -296,3 +291,17 @@ def verify(store: StoreOpt = None, address: AddressOpt = None, as_json: JsonOpt 
     if not report.ok:
         raise typer.Exit(1)
 
+
+def _record_checkpoint(store: Path, report: Any) -> None:
+    """The verify read the store read-only (DuckDB's buffers capped); its checkpoint goes in
+    through a short writable open. A store busy or read-only for us keeps the old one."""
+    from events.duckdb_store import DuckDBEventStore
+    from events.store import StoreError
+    try:
+        writer = DuckDBEventStore(store)
+    except StoreError:
+        return
+    try:
+        writer.record_checkpoint(report.unrecorded_checkpoint, report)
+    finally:
+        writer.close()

@@ -71,9 +71,11 @@ def _pack(text: str) -> tuple[str, bytes | None]:
 #: RawEvent's positional fields, in order (``chain`` is keyword-only)
 _FIELDS = tuple(f.name for f in dataclasses.fields(RawEvent) if f.name != "chain")
 #: what DuckDB raises when the file itself is damaged (truncated, overwritten, bad blocks)
-#: DuckDB buffer memory per open store: reads stay bounded whatever the store's size (a full
-#: verify of 100,000 runs: 923 MB with DuckDB's default, 300 MB with this; same time).
-MEMORY_LIMIT = "128MB"
+#: DuckDB buffer memory of a read-only store: reads stay bounded whatever the store's size (a
+#: full verify of 100,000 runs: 923 MB with DuckDB's default, 300 MB with this; same time).
+#: A writer is not capped: DuckDB keeps the indexes it inserts into in memory (~120 bytes an
+#: event with the read models'), so a 128 MB cap made appends fail past ~1M events.
+READ_MEMORY_LIMIT = "128MB"
 
 _DAMAGE = (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException,
            duckdb.FatalException)
@@ -106,9 +108,9 @@ class DuckDBEventStore(EventStore):
                 raise self._os_error(exc) from None
         try:
             self._con = duckdb.connect(str(self.path), read_only=read_only)
-            # DuckDB's own default would cache up to 80% of RAM of a file read end to end
-            # (verify, a rebuild); our reads are windows and indexed lookups
-            self._con.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+            if read_only:  # DuckDB's own default would cache up to 80% of RAM of a file
+                # read end to end (verify); our reads are windows and indexed lookups
+                self._con.execute(f"SET memory_limit = '{READ_MEMORY_LIMIT}'")
         except duckdb.Error as exc:  # IOException (lock), ConnectionException (config), ...
             if created:
                 self._remove_new_file()

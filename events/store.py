@@ -107,6 +107,8 @@ class VerifyReport:
     last_position: int = 0
     anchor: str = "none"  # "ok", "none" (no anchor recorded), or "broken"
     checkpoint: int | None = None  # position of the checkpoint recorded by this verify
+    #: the signed checkpoint a read-only store could not record (see ``record_checkpoint``)
+    unrecorded_checkpoint: dict | None = None
     problems: list[VerifyResult] = field(default_factory=list)
 
     @property
@@ -384,14 +386,24 @@ class EventStore(ABC):
             keyed_from is not None or self._load_meta("chain_key_id")))
         if against is not None:
             self._check_anchor(report, check, against, "(exported anchor)", required=True)
-        if report.ok and checkpoint and not self.read_only and last > 0 and check.key:
+        if report.ok and checkpoint and last > 0 and check.key:
             at = self._raw_range(last - 1, last)
             if at and at[0].position == last:
-                # an optimisation for the next verify, never a reason to fail this one
-                with contextlib.suppress(StoreError, OSError):
-                    self._save_checkpoint(check.sign_checkpoint(last, at[0].hash))
-                    report.checkpoint = last
+                point = check.sign_checkpoint(last, at[0].hash)
+                if self.read_only:
+                    report.unrecorded_checkpoint = point
+                else:
+                    self.record_checkpoint(point, report)
         return report
+
+    def record_checkpoint(self, point: dict, report: VerifyReport) -> None:
+        """Record a signed verify checkpoint (an optimisation for the next verify, never a
+        reason to fail this one): lets a verify read through a read-only, memory-capped
+        store and record its checkpoint afterwards."""
+        with contextlib.suppress(StoreError, OSError):
+            self._save_checkpoint(point)
+            report.checkpoint = point["position"]
+            report.unrecorded_checkpoint = None
 
     def head_anchor(self) -> dict:
         """The signed head of the store (for ``ta-actors verify --anchor FILE``)."""
