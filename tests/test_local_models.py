@@ -223,6 +223,10 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     from data.tools import DEFAULT_CALLS
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake_openai.props = PROPS
+    # the first report streams for ~2.4 s: the other analyst's report call, sent once its
+    # tools are in, must wait for the one slot (without it, whether the two calls overlap
+    # depends on how fast market data answered)
+    fake_openai.push(slow(WORDS, 0.2))
     result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
                  "--analysts", "market,news", "--quick-model", MODEL, "--deep-model", MODEL,
                  "--base-url", fake_openai.url, "--context-window", "1600",
