@@ -114,8 +114,10 @@ def test_dates_before_1970_are_refused(cli_pure, store_path, date):
 
 
 def test_backtest_start_before_1970_is_refused(cli_pure, store_path):
-    refused(cli_pure("run", "NVDA", "--date", "1969-12-01", "--to", "1970-01-10",
-                     "--store", store_path), "is before 1970-01-01")
+    line = refused(cli_pure("run", "NVDA", "--date", "1969-12-01", "--to", "1970-01-10",
+                            "--store", store_path), "is before 1970-01-01")
+    assert "1969-12-01" in line
+    assert not store_path.exists()
 
 
 # --- --out -----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from fake_openai_server import error, fake_openai, slow, stall, text  # noqa: F401
+from test_cli_bounds import refused  # noqa: E402 - tests/ on sys.path
 
 from events.records import Message
 from providers.base import LLMError, LLMRequest
@@ -32,6 +33,20 @@ def req(server, **kw) -> LLMRequest:
 
 def run(coro):
     return asyncio.run(coro)
+
+
+def run_local(cli, server, ohlcv_dir, store_path, *options):
+    """`ta-actors run MSFT --date 2024-06-14` on real prices, both tiers on ``server`` as a
+    local model; the click Result."""
+    return cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
+               "--quick-model", MODEL, "--deep-model", MODEL, "--base-url", server.url,
+               "--store", store_path, "--json", *options)
+
+
+def stored(store_path, run_id) -> list:
+    from events.duckdb_store import DuckDBEventStore
+    with DuckDBEventStore(store_path, read_only=True) as store:
+        return store.read_stream(run_id)
 
 
 def test_one_slot_server_queues_calls_and_records_the_wait(fake_openai):
@@ -219,7 +234,6 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     with a 1,600-token window prompts are condensed to fit and say what was cut."""
     import json
 
-    from events.duckdb_store import DuckDBEventStore
     from data.tools import DEFAULT_CALLS
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake_openai.props = PROPS
@@ -227,15 +241,12 @@ def test_run_with_a_model_that_cannot_call_tools(cli, fake_openai, ohlcv_dir, st
     # tools are in, must wait for the one slot (without it, whether the two calls overlap
     # depends on how fast market data answered)
     fake_openai.push(slow(WORDS, 0.2))
-    result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
-                 "--analysts", "market,news", "--quick-model", MODEL, "--deep-model", MODEL,
-                 "--base-url", fake_openai.url, "--context-window", "1600",
-                 "--store", store_path, "--json")
+    result = run_local(cli, fake_openai, ohlcv_dir, store_path, "--analysts", "market,news",
+                       "--context-window", "1600")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
     assert row["status"] == "completed"
-    with DuckDBEventStore(store_path, read_only=True) as store:
-        events = store.read_stream(row["run_id"])
+    events = stored(store_path, row["run_id"])
     tools = [e.payload for e in events if e.type == "ToolCallCompleted"]
     for analyst in ("market", "news"):
         mine = [t for t in tools if t.role == analyst]
@@ -355,19 +366,15 @@ def test_a_context_exceeded_reply_is_fitted_again_not_resent(cli, fake_openai, o
     (never the same request twice)."""
     import json
 
-    from events.duckdb_store import DuckDBEventStore
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake_openai.props = PROPS
     fake_openai.push(error(400, "request (2510 tokens) exceeds the available context size "
                                 "(2048 tokens), try increasing it"))
-    result = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir,
-                 "--analysts", "market", "--quick-model", MODEL, "--deep-model", MODEL,
-                 "--base-url", fake_openai.url, "--context-window", "2400",
-                 "--store", store_path, "--json")
+    result = run_local(cli, fake_openai, ohlcv_dir, store_path, "--analysts", "market",
+                       "--context-window", "2400")
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.stdout)
-    with DuckDBEventStore(store_path, read_only=True) as store:
-        events = store.read_stream(row["run_id"])
+    events = stored(store_path, row["run_id"])
     (failed,) = [e.payload for e in events if e.type == "LLMCallFailed"]
     assert failed.role == "market" and failed.error.startswith("context:")
     market = [e.payload for e in events if e.type == "LLMCallCompleted"
@@ -384,25 +391,17 @@ def test_resume_and_fork_take_new_local_model_settings(cli, fake_openai, ohlcv_d
     values are refused in one line before anything is written."""
     import json
 
-    from events.duckdb_store import DuckDBEventStore
-
-    def events_of(run_id):
-        with DuckDBEventStore(store_path, read_only=True) as store:
-            return store.read_stream(run_id)
-
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake_openai.props = PROPS
-    common = ("--quick-model", MODEL, "--deep-model", MODEL, "--base-url", fake_openai.url,
-              "--store", store_path, "--json")
-    first = cli("run", "MSFT", "--date", "2024-06-14", "--data-dir", ohlcv_dir, "--analysts",
-                "market", "--llm-idle-timeout", "0.5", "--token-budget", "1", *common)
+    first = run_local(cli, fake_openai, ohlcv_dir, store_path, "--analysts", "market",
+                      "--llm-idle-timeout", "0.5", "--token-budget", "1")
     (row,) = json.loads(first.stdout)
     assert row["status"] == "failed" and "token budget" in row["reason"], row
-    run_id, stopped = row["run_id"], len(events_of(row["run_id"]))
+    run_id, stopped = row["run_id"], len(stored(store_path, row["run_id"]))
 
     bad = cli("resume", run_id, "--llm-idle-timeout", "0", "--store", store_path)
     refused(bad, "--llm-idle-timeout 0")
-    assert len(events_of(run_id)) == stopped  # nothing appended
+    assert len(stored(store_path, run_id)) == stopped  # nothing appended
 
     # the next reply stalls 1.5 s after two words: past the run's 0.5 s, within the new 5 s
     fake_openai.push(stall(WORDS, after_words=2, seconds=1.5))
@@ -410,7 +409,7 @@ def test_resume_and_fork_take_new_local_model_settings(cli, fake_openai, ohlcv_d
                   "--store", store_path, "--json")
     (row,) = json.loads(resumed.stdout)
     assert row["status"] == "completed", row
-    after = [e.payload for e in events_of(run_id)[stopped:]]
+    after = [e.payload for e in stored(store_path, run_id)[stopped:]]
     (resume_event,) = [p for p in after if p.type == "RunResumed"]
     assert resume_event.settings == {"llm_idle_timeout_s": 5.0}
     stalled = next(p for p in after if p.type == "LLMCallCompleted")
@@ -421,14 +420,8 @@ def test_resume_and_fork_take_new_local_model_settings(cli, fake_openai, ohlcv_d
     refused(cli("fork", run_id, "--at", "trader", "--context-window", "100",
                 "--store", store_path), "context_window (--context-window)")
     fork = cli("fork", run_id, "--at", "trader", "--llm-concurrency", "2", "--token-budget",
-               "100000000", *common[6:])
+               "100000000", "--store", store_path, "--json")
     (forked,) = json.loads(fork.stdout)
     assert forked["status"] == "completed", (forked, fork.stderr)
-    requested = events_of(forked["run_id"])[0].payload
+    requested = stored(store_path, forked["run_id"])[0].payload
     assert requested.config.llm_concurrency == 2 and requested.config.llm_idle_timeout_s == 0.5
-
-
-def refused(result, message: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], lines
