@@ -97,19 +97,20 @@ _DATE_FORMS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("month_day", re.compile(rf"(?i)\b({_MON})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![,.]?\s*\d)")),
     ("year", re.compile(r"(?<![\w.,$€£¥%/-])((?:19|20)\d{2})(?![\w%]|[.,]\d|\s?(?:[kKmMbB]n?|bn|million|billion)\b)")),
 )
-_ANY_MONTH = re.compile(rf"(?i)\b{_MON},?\s+\d")  # what every form with a month name has
-#: A cheap test on the lower-cased text that a form could match at all (forms not listed
-#: always run): most sources (tables of prices and indicators) have no month name, quarter,
-#: half, fiscal year or m/d/y date, and each test is a condition the form needs, so
-#: skipping a form never changes what is found. Each pattern is a scan of the whole text.
-_MAY_MATCH: dict[str, Callable[[str], bool]] = {
-    **dict.fromkeys(("mdy", "dmy", "month_year", "month_day"),
-                    lambda low: _ANY_MONTH.search(low) is not None),
-    "mdy_num": lambda low: "/" in low,
+#: Cheap tests on the lower-cased text, each a condition some forms need (``_NEEDS``): most
+#: sources (tables of prices and indicators) have no month name, quarter, half, fiscal year
+#: or m/d/y date, so those forms' scans of the whole text are skipped without changing what
+#: is found. Forms not in ``_NEEDS`` always run.
+_MONTH_AND_NUMBER = re.compile(rf"(?i)\b{_MON},?\s+\d")  # what every month-name form has
+_PROBES: dict[str, Callable[[str], bool]] = {
+    "month": lambda low: _MONTH_AND_NUMBER.search(low) is not None,
+    "slash": lambda low: "/" in low,
     "quarter": lambda low: any(q in low for q in ("q1", "q2", "q3", "q4", "1q", "2q", "3q", "4q")),
     "half": lambda low: any(h in low for h in ("h1", "h2", "1h", "2h")),
     "fiscal": lambda low: "fy" in low or "fiscal" in low,
 }
+_NEEDS = {"mdy": "month", "dmy": "month", "month_year": "month", "month_day": "month",
+          "mdy_num": "slash", "quarter": "quarter", "half": "half", "fiscal": "fiscal"}
 _SUFFIX = {"k": 1e3, "thousand": 1e3, "m": 1e6, "mn": 1e6, "mm": 1e6, "million": 1e6,
            "b": 1e9, "bn": 1e9, "billion": 1e9, "t": 1e12, "tn": 1e12, "trillion": 1e12}
 _NUMBER = re.compile(  # the lookahead first: a cheap test of one character at each position
@@ -210,14 +211,11 @@ def _dates(text: str, trade: dt.date) -> tuple[Claim, ...]:
     """Cached: the same tool results and reports are sources of many outputs of a run."""
     found: list[Claim] = []
     taken = bytearray(len(text))  # 1 where an earlier form already read a date
-    low, tested = text.lower(), dict[Callable[[str], bool], bool]()
+    low = text.lower()
+    present = {name: bool(probe(low)) for name, probe in _PROBES.items()}
     for form, pattern in _DATE_FORMS:
-        may_match = _MAY_MATCH.get(form)
-        if may_match is not None:
-            if may_match not in tested:
-                tested[may_match] = may_match(low)
-            if not tested[may_match]:
-                continue
+        if form in _NEEDS and not present[_NEEDS[form]]:
+            continue
         for m in pattern.finditer(text):
             start, end = m.start(), m.end()
             if any(taken[start:end]):
